@@ -1,0 +1,64 @@
+// Small helpers shared by the op families.
+#pragma once
+
+#include <mlx/ops.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "backend/mlx/dtype.h"
+#include "backend/mlx/registry.h"
+#include "compiler/types.h"
+
+namespace pjrtx::backend::ops {
+
+using compiler::DType;
+
+inline mx::array int_scalar(int64_t v, mx::Dtype dt) { return mx::array(v, dt); }
+// All bits set in an integer type (-1 for signed, max for unsigned).
+inline mx::array all_ones(mx::Dtype dt) { return mx::astype(mx::array(int64_t{-1}, mx::int64), dt); }
+
+inline int64_t signed_min(DType t) {
+  switch (t) {
+    case DType::kS8: return std::numeric_limits<int8_t>::min();
+    case DType::kS16: return std::numeric_limits<int16_t>::min();
+    case DType::kS32: return std::numeric_limits<int32_t>::min();
+    default: return std::numeric_limits<int64_t>::min();
+  }
+}
+
+// The same-width integer types, for bit views.
+inline mx::Dtype signed_of_width(int bits) {
+  switch (bits) {
+    case 8: return mx::int8;
+    case 16: return mx::int16;
+    case 32: return mx::int32;
+    default: return mx::int64;
+  }
+}
+inline mx::Dtype unsigned_of_width(int bits) {
+  switch (bits) {
+    case 8: return mx::uint8;
+    case 16: return mx::uint16;
+    case 32: return mx::uint32;
+    default: return mx::uint64;
+  }
+}
+
+// True where the float's sign bit is set (also for -0 and -NaN).
+inline mx::array sign_bit(const mx::array& x, DType t) {
+  return mx::less(mx::view(x, signed_of_width(compiler::dtype_bits(t))),
+                  mx::array(0, signed_of_width(compiler::dtype_bits(t))));
+}
+
+inline std::vector<int> to_int_vector(const std::vector<int64_t>& v) {
+  return std::vector<int>(v.begin(), v.end());
+}
+
+inline mx::Shape to_shape(const std::vector<int64_t>& v) {
+  mx::Shape s;
+  for (int64_t x : v) s.push_back(static_cast<int32_t>(x));
+  return s;
+}
+
+}  // namespace pjrtx::backend::ops

@@ -1,0 +1,170 @@
+#include "backend/mlx/program.h"
+
+#include <mlx/ops.h>
+
+#include "backend/mlx/dtype.h"
+#include "compiler/error.h"
+
+namespace pjrtx::backend {
+
+using compiler::Instruction;
+using compiler::Opcode;
+using compiler::Region;
+
+const compiler::TensorType& LowerCtx::in(size_t i) const {
+  if (i >= inst_.operands.size()) fail("expects at least ", i + 1, " operands");
+  return plan_.type(inst_.operands[i]);
+}
+
+const compiler::TensorType& LowerCtx::out(size_t i) const {
+  if (i >= inst_.results.size()) fail("expects at least ", i + 1, " results");
+  return plan_.type(inst_.results[i]);
+}
+
+std::shared_ptr<const RegionProgram> LowerCtx::lower_region(const Region& r) {
+  return lowerer_.lower_region(r);
+}
+
+std::shared_ptr<const RegionProgram> LowerCtx::lower_function(const std::string& name) {
+  return lowerer_.lower_function(name);
+}
+
+void LowerCtx::fail_message(const std::string& msg) const {
+  std::string s = "[" + std::string(compiler::opcode_name(inst_.op)) + "] " + msg;
+  if (!inst_.loc.empty()) s += " at " + inst_.loc;
+  throw Error(ErrorCode::kInvalidArgument, s);
+}
+
+namespace {
+
+std::string shape_str(const mx::array& a) {
+  compiler::TensorType t{from_mlx(a.dtype()), {}};
+  for (auto d : a.shape()) t.shape.push_back(d);
+  return t.str();
+}
+
+[[noreturn]] void rethrow_with_context(const Instruction& inst) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (!msg.empty() && msg[0] == '[') throw;  // already names its op
+    throw Error(e.code(), "[" + inst.where() + "] " + msg);
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kInternal, "[" + inst.where() + "] " + e.what());
+  }
+}
+
+}  // namespace
+
+Arrays RegionProgram::run(RunState& st, const Arrays& args) const {
+  if (args.size() != params.size())
+    throw Error(ErrorCode::kInternal, "pjrtx: region expects " +
+                                          std::to_string(params.size()) +
+                                          " arguments, got " +
+                                          std::to_string(args.size()));
+  for (size_t i = 0; i < params.size(); ++i) st.slots[params[i]] = args[i];
+  Arrays ins;
+  for (const Step& step : steps) {
+    const Instruction& inst = *step.inst;
+    ins.clear();
+    for (compiler::ValueId v : inst.operands) ins.push_back(*st.slots[v]);
+    Arrays outs;
+    try {
+      outs = step.kernel(st, ins);
+    } catch (...) {
+      rethrow_with_context(inst);
+    }
+    if (outs.size() != inst.results.size())
+      throw Error(ErrorCode::kInternal,
+                  "[" + inst.where() + "] lowering produced " +
+                      std::to_string(outs.size()) + " results, expected " +
+                      std::to_string(inst.results.size()));
+    for (size_t i = 0; i < outs.size(); ++i) st.slots[inst.results[i]] = std::move(outs[i]);
+  }
+  Arrays result;
+  result.reserve(returns.size());
+  for (compiler::ValueId v : returns) result.push_back(*st.slots[v]);
+  return result;
+}
+
+std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
+  auto prog = std::make_shared<RegionProgram>();
+  prog->params = r.params;
+  prog->returns = r.returns;
+  const Registry& reg = Registry::get();
+  for (const Instruction& inst : r.body) {
+    Lowering fn = reg.find(inst.op);
+    if (fn == nullptr)
+      invalid_argument("pjrtx: unsupported op ", compiler::opcode_name(inst.op),
+                       inst.loc.empty() ? "" : " at ", inst.loc);
+    LowerCtx ctx(*this, plan_, inst);
+    Kernel k;
+    try {
+      k = fn(ctx);
+    } catch (...) {
+      rethrow_with_context(inst);
+    }
+    // Check every kernel's result types once per run: a lowering bug must
+    // surface as an error naming the op, not as a wrong answer later.
+    std::vector<compiler::TensorType> want;
+    for (auto v : inst.results) want.push_back(plan_.type(v));
+    Kernel checked = [k = std::move(k), want = std::move(want),
+                      &inst](RunState& st, const Arrays& in) {
+      Arrays out = k(st, in);
+      for (size_t i = 0; i < out.size() && i < want.size(); ++i) {
+        const auto& a = out[i];
+        bool ok = a.ndim() == want[i].shape.size() &&
+                  from_mlx(a.dtype()) == want[i].dtype;
+        for (size_t d = 0; ok && d < a.ndim(); ++d)
+          ok = a.shape(d) == want[i].shape[d];
+        if (!ok)
+          throw Error(ErrorCode::kInternal,
+                      "[" + inst.where() + "] lowering produced " +
+                          shape_str(a) + " but the plan says " + want[i].str());
+      }
+      return out;
+    };
+    prog->steps.push_back({std::move(checked), &inst});
+  }
+  return prog;
+}
+
+std::shared_ptr<const RegionProgram> Lowerer::lower_function(const std::string& name) {
+  if (auto it = functions_.find(name); it != functions_.end()) return it->second;
+  const compiler::Function* f = plan_.find_function(name);
+  if (f == nullptr) invalid_argument("pjrtx: call to unknown function @", name);
+  if (!in_progress_.insert(name).second)
+    unimplemented("pjrtx: recursive call to @", name);
+  auto prog = lower_region(f->body);
+  in_progress_.erase(name);
+  functions_[name] = prog;
+  return prog;
+}
+
+std::shared_ptr<Program> Program::lower(std::shared_ptr<const compiler::Plan> plan) {
+  auto p = std::make_shared<Program>();
+  p->plan_ = std::move(plan);
+  Lowerer lowerer(*p->plan_);
+  p->entry_ = lowerer.lower_function(p->plan_->entry_function().name);
+  return p;
+}
+
+Arrays Program::run(const Arrays& args) const {
+  RunState st;
+  st.slots.resize(plan_->values.size());
+  return entry_->run(st, args);
+}
+
+// func.call: runs the callee's lowered body on the shared run state.
+namespace {
+Kernel lower_call(LowerCtx& ctx) {
+  const std::string& callee = ctx.inst().attr_str("callee");
+  auto body = ctx.lower_function(callee);
+  return [body](RunState& st, const Arrays& in) { return body->run(st, in); };
+}
+}  // namespace
+
+void register_call_ops(Registry& r) { r.add(Opcode::call, lower_call); }
+
+}  // namespace pjrtx::backend

@@ -1,0 +1,42 @@
+// Plan -> MLX program. Lowering runs once per compile on the executor thread
+// (constants become MLX arrays there); run() builds the lazy MLX graph for one
+// execution and returns the output arrays unevaluated.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "backend/mlx/registry.h"
+#include "compiler/plan.h"
+
+namespace pjrtx::backend {
+
+class Lowerer {
+ public:
+  explicit Lowerer(const compiler::Plan& plan) : plan_(plan) {}
+  std::shared_ptr<const RegionProgram> lower_region(const compiler::Region& r);
+  std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
+
+ private:
+  const compiler::Plan& plan_;
+  std::map<std::string, std::shared_ptr<const RegionProgram>> functions_;
+  std::set<std::string> in_progress_;
+};
+
+class Program {
+ public:
+  // Throws INVALID_ARGUMENT "pjrtx: unsupported op <name> at <loc>" for the
+  // first instruction without a lowering.
+  static std::shared_ptr<Program> lower(std::shared_ptr<const compiler::Plan> plan);
+
+  Arrays run(const Arrays& args) const;
+  const compiler::Plan& plan() const { return *plan_; }
+
+ private:
+  std::shared_ptr<const compiler::Plan> plan_;
+  std::shared_ptr<const RegionProgram> entry_;
+};
+
+}  // namespace pjrtx::backend

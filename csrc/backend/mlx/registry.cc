@@ -1,0 +1,37 @@
+#include "backend/mlx/registry.h"
+
+namespace pjrtx::backend {
+
+Registry::Registry() : table_(static_cast<size_t>(compiler::Opcode::kCount), nullptr) {
+  register_constant_ops(*this);
+  register_elementwise_ops(*this);
+  register_compare_ops(*this);
+  register_convert_ops(*this);
+  register_structural_ops(*this);
+  register_dot_ops(*this);
+  register_reduce_ops(*this);
+  register_call_ops(*this);
+}
+
+Registry& Registry::get() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+void Registry::add(compiler::Opcode op, Lowering fn) {
+  table_[static_cast<size_t>(op)] = fn;
+}
+
+Lowering Registry::find(compiler::Opcode op) const {
+  return table_[static_cast<size_t>(op)];
+}
+
+std::vector<std::string> Registry::supported_ops() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < table_.size(); ++i)
+    if (table_[i] != nullptr)
+      out.emplace_back(compiler::opcode_name(static_cast<compiler::Opcode>(i)));
+  return out;
+}
+
+}  // namespace pjrtx::backend

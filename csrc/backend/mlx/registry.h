@@ -1,0 +1,121 @@
+// The registry of lowerings: opcode -> function that turns one plan
+// instruction into a Kernel at compile time. Attributes are parsed and
+// checked once, in the lowering; the Kernel only builds MLX graph nodes.
+//
+// Adding an op: write `Kernel lower_foo(LowerCtx&)` in ops/<family>.cc and
+// add one line to that family's register function.
+#pragma once
+
+#include <mlx/array.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compiler/plan.h"
+
+namespace pjrtx::backend {
+
+namespace mx = mlx::core;
+using Arrays = std::vector<mx::array>;
+
+// Per-run state: one slot per plan value (ValueIds are plan-wide, so nested
+// regions and called functions share it).
+struct RunState {
+  std::vector<std::optional<mx::array>> slots;
+};
+
+using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;
+
+// A lowered region: params in, returns out.
+struct RegionProgram {
+  struct Step {
+    Kernel kernel;
+    const compiler::Instruction* inst;
+  };
+  std::vector<compiler::ValueId> params;
+  std::vector<Step> steps;
+  std::vector<compiler::ValueId> returns;
+
+  Arrays run(RunState& st, const Arrays& args) const;
+};
+
+class Lowerer;
+
+// What a lowering sees: the instruction, its operand/result types, and a way
+// to lower nested regions or called functions.
+class LowerCtx {
+ public:
+  LowerCtx(Lowerer& lowerer, const compiler::Plan& plan,
+           const compiler::Instruction& inst)
+      : lowerer_(lowerer), plan_(plan), inst_(inst) {}
+
+  const compiler::Instruction& inst() const { return inst_; }
+  const compiler::Plan& plan() const { return plan_; }
+  const compiler::TensorType& in(size_t i) const;
+  const compiler::TensorType& out(size_t i) const;
+  size_t num_in() const { return inst_.operands.size(); }
+  size_t num_out() const { return inst_.results.size(); }
+  std::shared_ptr<const RegionProgram> lower_region(const compiler::Region& r);
+  std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
+
+  // Throws INVALID_ARGUMENT "[<op>] <message> at <loc>".
+  template <typename... Args>
+  [[noreturn]] void fail(const Args&... args) const;
+  [[noreturn]] void fail_message(const std::string& msg) const;
+
+ private:
+  Lowerer& lowerer_;
+  const compiler::Plan& plan_;
+  const compiler::Instruction& inst_;
+};
+
+using Lowering = Kernel (*)(LowerCtx&);
+
+class Registry {
+ public:
+  static Registry& get();
+  void add(compiler::Opcode op, Lowering fn);
+  Lowering find(compiler::Opcode op) const;
+  std::vector<std::string> supported_ops() const;
+
+ private:
+  Registry();
+  std::vector<Lowering> table_;
+};
+
+// Kernel helpers for the common shapes of lowering.
+template <typename F>
+Kernel unary(F f) {
+  return [f](RunState&, const Arrays& in) { return Arrays{f(in[0])}; };
+}
+template <typename F>
+Kernel binary(F f) {
+  return [f](RunState&, const Arrays& in) { return Arrays{f(in[0], in[1])}; };
+}
+template <typename F>
+Kernel nary(F f) {
+  return [f](RunState&, const Arrays& in) { return Arrays{f(in)}; };
+}
+
+// Family registration (one function per ops/<family>.cc).
+void register_constant_ops(Registry& r);
+void register_elementwise_ops(Registry& r);
+void register_compare_ops(Registry& r);
+void register_convert_ops(Registry& r);
+void register_structural_ops(Registry& r);
+void register_dot_ops(Registry& r);
+void register_reduce_ops(Registry& r);
+void register_call_ops(Registry& r);
+
+template <typename... Args>
+void LowerCtx::fail(const Args&... args) const {
+  std::ostringstream os;
+  (os << ... << args);
+  fail_message(os.str());
+}
+
+}  // namespace pjrtx::backend

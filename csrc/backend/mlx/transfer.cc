@@ -1,0 +1,86 @@
+#include "backend/mlx/transfer.h"
+
+#include <mlx/allocator.h>
+#include <mlx/ops.h>
+#include <mlx/transforms.h>
+
+#include <cstring>
+
+#include "backend/mlx/dtype.h"
+#include "compiler/error.h"
+
+namespace pjrtx::backend {
+
+namespace {
+void copy_dim(const char* src, char*& dst, const compiler::Shape& shape,
+              const int64_t* strides, int64_t elem, size_t dim) {
+  const int64_t n = shape[dim];
+  if (dim + 1 == shape.size()) {
+    if (strides[dim] == elem) {
+      std::memcpy(dst, src, n * elem);
+      dst += n * elem;
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i, dst += elem)
+      std::memcpy(dst, src + i * strides[dim], elem);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    copy_dim(src + i * strides[dim], dst, shape, strides, elem, dim + 1);
+}
+}  // namespace
+
+void strided_copy(const void* src, void* dst, const compiler::Shape& shape,
+                  const int64_t* byte_strides, int64_t elem_size) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  if (count == 0) return;
+  if (shape.empty()) {
+    std::memcpy(dst, src, elem_size);
+    return;
+  }
+  char* out = static_cast<char*>(dst);
+  copy_dim(static_cast<const char*>(src), out, shape, byte_strides, elem_size, 0);
+}
+
+mx::array array_from_host(const void* data, const compiler::TensorType& type,
+                          const int64_t* byte_strides) {
+  const mx::Dtype dt = to_mlx(type.dtype);
+  const mx::Shape shape = to_mlx_shape(type.shape);
+  const int64_t nbytes = type.byte_size();
+  if (nbytes == 0) return mx::zeros(shape, dt);
+  if (data == nullptr) invalid_argument("pjrtx: host buffer data is null");
+  mx::allocator::Data buf = mx::allocator::malloc(static_cast<size_t>(nbytes));
+  void* dst = buf.buffer().raw_ptr();
+  if (dst == nullptr)
+    throw_error(ErrorCode::kInternal, "pjrtx: MLX could not allocate ", nbytes, " bytes");
+  bool dense = true;
+  if (byte_strides != nullptr) {
+    int64_t expect = dtype_size(type.dtype);
+    for (int64_t i = type.rank() - 1; i >= 0; --i) {
+      if (type.shape[i] != 1 && byte_strides[i] != expect) dense = false;
+      expect *= type.shape[i];
+    }
+  }
+  if (dense)
+    std::memcpy(dst, data, nbytes);
+  else
+    strided_copy(data, dst, type.shape, byte_strides, dtype_size(type.dtype));
+  return mx::array(std::move(buf), shape, dt);
+}
+
+void array_to_host(const mx::array& a, void* dst, size_t dst_size) {
+  if (a.nbytes() != dst_size)
+    throw_error(ErrorCode::kInternal, "pjrtx: device-to-host size mismatch: ",
+                a.nbytes(), " != ", dst_size);
+  if (dst_size == 0) return;
+  mx::array src = a;
+  src.eval();
+  if (!src.flags().row_contiguous) {
+    src = mx::contiguous(src);
+    src.eval();
+  }
+  std::memcpy(dst, src.data<void>(), dst_size);
+}
+
+}  // namespace pjrtx::backend

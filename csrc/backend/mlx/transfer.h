@@ -1,0 +1,31 @@
+// Host memory <-> MLX arrays. Uploads copy once into MLX's allocator (MLX's
+// no-copy constructor copies anyway on Linux CPU/CUDA builds); downloads
+// evaluate, make the array row-contiguous and copy out.
+#pragma once
+
+#include <mlx/array.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/types.h"
+
+namespace pjrtx::backend {
+
+namespace mx = mlx::core;
+
+// Copies `data` (dims of `type`, optional byte_strides per dim, which may be
+// any sign or zero) into a new array. Safe on any thread: it touches only
+// MLX's allocator.
+mx::array array_from_host(const void* data, const compiler::TensorType& type,
+                          const int64_t* byte_strides);
+
+// Evaluates `a` and copies its row-major bytes into dst (dst_size bytes must
+// equal a.nbytes()). Call on the executor thread.
+void array_to_host(const mx::array& a, void* dst, size_t dst_size);
+
+// Copies a strided host array into a dense row-major buffer.
+void strided_copy(const void* src, void* dst, const compiler::Shape& shape,
+                  const int64_t* byte_strides, int64_t elem_size);
+
+}  // namespace pjrtx::backend

@@ -1,0 +1,89 @@
+// The executable plan: what the frontend builds from StableHLO and the back
+// end lowers. Values are numbered per plan and carry a TensorType; an
+// instruction has an opcode from opcodes.h, typed attributes, operands,
+// results and nested regions (reduce bodies, while/case branches, ...).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "compiler/opcodes.h"
+#include "compiler/types.h"
+
+namespace pjrtx::compiler {
+
+using ValueId = int32_t;
+
+// Dense element data (constants, dense attributes), in row-major order.
+// A splat holds exactly one element.
+struct DenseData {
+  TensorType type;
+  bool splat = false;
+  std::vector<uint8_t> bytes;
+};
+
+using AttrValue =
+    std::variant<std::monostate, bool, int64_t, double, std::string,
+                 std::vector<int64_t>, std::vector<double>,
+                 std::vector<std::string>, std::shared_ptr<const DenseData>>;
+
+std::string attr_to_string(const AttrValue& v);
+
+struct Instruction;
+
+struct Region {
+  std::vector<ValueId> params;
+  std::vector<Instruction> body;
+  std::vector<ValueId> returns;
+};
+
+struct Instruction {
+  Opcode op;
+  std::vector<ValueId> operands;
+  std::vector<ValueId> results;
+  std::map<std::string, AttrValue, std::less<>> attrs;
+  std::vector<Region> regions;
+  std::string loc;  // MLIR location text, for error messages
+
+  // Typed attribute accessors; they throw an INVALID_ARGUMENT error naming
+  // the op and attribute when it is missing or of another kind.
+  bool has(std::string_view name) const { return attrs.find(name) != attrs.end(); }
+  int64_t attr_int(std::string_view name) const;
+  int64_t attr_int(std::string_view name, int64_t dflt) const;
+  bool attr_bool(std::string_view name, bool dflt) const;
+  double attr_float(std::string_view name) const;
+  const std::string& attr_str(std::string_view name) const;
+  std::string attr_str(std::string_view name, const std::string& dflt) const;
+  const std::vector<int64_t>& attr_ints(std::string_view name) const;
+  std::vector<int64_t> attr_ints(std::string_view name,
+                                 const std::vector<int64_t>& dflt) const;
+  const DenseData& attr_dense(std::string_view name) const;
+
+  // "stablehlo.add at loc(...)"
+  std::string where() const;
+};
+
+struct Function {
+  std::string name;
+  bool is_public = false;
+  Region body;
+  std::vector<TensorType> result_types;
+};
+
+struct Plan {
+  std::string name;                // the module's name, e.g. "jit_f"
+  std::vector<TensorType> values;  // indexed by ValueId
+  std::vector<Function> functions;
+  int entry = -1;                  // index of the entry function ("main")
+
+  const TensorType& type(ValueId v) const { return values.at(v); }
+  const Function& entry_function() const { return functions.at(entry); }
+  const Function* find_function(std::string_view name) const;
+  size_t num_instructions() const;
+};
+
+}  // namespace pjrtx::compiler

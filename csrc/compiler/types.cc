@@ -1,0 +1,81 @@
+#include "compiler/types.h"
+
+#include <array>
+
+namespace pjrtx::compiler {
+
+namespace {
+struct DTypeInfo {
+  DType type;
+  const char* name;
+  const char* mlir;
+  int bits;
+};
+constexpr std::array<DTypeInfo, 17> kInfo = {{
+    {DType::kInvalid, "invalid", "", 0},
+    {DType::kPred, "pred", "i1", 8},
+    {DType::kS8, "s8", "i8", 8},
+    {DType::kS16, "s16", "i16", 16},
+    {DType::kS32, "s32", "i32", 32},
+    {DType::kS64, "s64", "i64", 64},
+    {DType::kU8, "u8", "ui8", 8},
+    {DType::kU16, "u16", "ui16", 16},
+    {DType::kU32, "u32", "ui32", 32},
+    {DType::kU64, "u64", "ui64", 64},
+    {DType::kF16, "f16", "f16", 16},
+    {DType::kBF16, "bf16", "bf16", 16},
+    {DType::kF32, "f32", "f32", 32},
+    {DType::kF64, "f64", "f64", 64},
+    {DType::kC64, "c64", "complex<f32>", 64},
+    {DType::kC128, "c128", "complex<f64>", 128},
+    {DType::kToken, "token", "!stablehlo.token", 0},
+}};
+const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
+}  // namespace
+
+std::string_view dtype_name(DType t) { return info(t).name; }
+
+DType parse_dtype(std::string_view s) {
+  for (const auto& i : kInfo) {
+    if (i.type == DType::kInvalid) continue;
+    if (s == i.name || s == i.mlir) return i.type;
+  }
+  if (s == "bool") return DType::kPred;
+  return DType::kInvalid;
+}
+
+int dtype_bits(DType t) { return t == DType::kPred ? 1 : info(t).bits; }
+int64_t dtype_size(DType t) { return info(t).bits / 8; }
+
+bool is_float(DType t) {
+  return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 ||
+         t == DType::kF64;
+}
+bool is_complex(DType t) { return t == DType::kC64 || t == DType::kC128; }
+bool is_signed_int(DType t) {
+  return t == DType::kS8 || t == DType::kS16 || t == DType::kS32 ||
+         t == DType::kS64;
+}
+bool is_unsigned_int(DType t) {
+  return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 ||
+         t == DType::kU64;
+}
+
+int64_t TensorType::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorType::str() const {
+  std::string s(dtype_name(dtype));
+  s += '[';
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  s += ']';
+  return s;
+}
+
+}  // namespace pjrtx::compiler

@@ -1,0 +1,52 @@
+// Element types and tensor types of the plan. No MLX here: the back end maps
+// these to its own dtypes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pjrtx::compiler {
+
+// One entry per element type the plan can carry. The order is ours; the PJRT
+// layer and the back end translate explicitly.
+enum class DType : uint8_t {
+  kInvalid,
+  kPred,
+  kS8, kS16, kS32, kS64,
+  kU8, kU16, kU32, kU64,
+  kF16, kBF16, kF32, kF64,
+  kC64, kC128,
+  kToken,
+};
+
+// "f32", "bf16", "s32", "u8", "pred", "c64", ... (XLA spelling).
+std::string_view dtype_name(DType t);
+// Parses XLA spelling and MLIR spelling ("i1", "i32", "ui8", "complex<f32>").
+// Returns kInvalid when unknown.
+DType parse_dtype(std::string_view s);
+// Bytes per element; 1 for pred, 0 for token.
+int64_t dtype_size(DType t);
+bool is_float(DType t);       // f16 bf16 f32 f64
+bool is_complex(DType t);     // c64 c128
+bool is_signed_int(DType t);  // s8..s64
+bool is_unsigned_int(DType t);// u8..u64
+inline bool is_integer(DType t) { return is_signed_int(t) || is_unsigned_int(t); }
+int dtype_bits(DType t);
+
+using Shape = std::vector<int64_t>;
+
+struct TensorType {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t num_elements() const;
+  int64_t byte_size() const { return num_elements() * dtype_size(dtype); }
+  bool operator==(const TensorType&) const = default;
+  // "f32[2,3]"
+  std::string str() const;
+};
+
+}  // namespace pjrtx::compiler

@@ -1,0 +1,184 @@
+// PJRT_Buffer entry points.
+#include "pjrt/entry_points.h"
+#include "pjrt/error.h"
+#include "pjrt/handles.h"
+
+namespace pjrtx::pjrt {
+
+namespace {
+PJRT_Buffer* live(PJRT_Buffer* b, const char* fn) {
+  if (b == nullptr) invalid_argument(fn, ": buffer is null");
+  return b;
+}
+}  // namespace
+
+PJRT_Error* Buffer_Destroy(PJRT_Buffer_Destroy_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_Destroy);
+    delete args->buffer;
+  });
+}
+
+PJRT_Error* Buffer_ElementType(PJRT_Buffer_ElementType_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_ElementType);
+    args->type = to_pjrt_type(live(args->buffer, kFn)->rt->type().dtype);
+  });
+}
+
+PJRT_Error* Buffer_Dimensions(PJRT_Buffer_Dimensions_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_Dimensions);
+    auto* b = live(args->buffer, kFn);
+    args->dims = b->dims.data();
+    args->num_dims = b->dims.size();
+  });
+}
+
+PJRT_Error* Buffer_UnpaddedDimensions(PJRT_Buffer_UnpaddedDimensions_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_UnpaddedDimensions);
+    auto* b = live(args->buffer, kFn);
+    args->unpadded_dims = b->dims.data();
+    args->num_dims = b->dims.size();
+  });
+}
+
+PJRT_Error* Buffer_DynamicDimensionIndices(PJRT_Buffer_DynamicDimensionIndices_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_DynamicDimensionIndices);
+    live(args->buffer, kFn);
+    args->dynamic_dim_indices = nullptr;
+    args->num_dynamic_dims = 0;
+  });
+}
+
+PJRT_Error* Buffer_GetMemoryLayout(PJRT_Buffer_GetMemoryLayout_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_GetMemoryLayout);
+    auto* b = live(args->buffer, kFn);
+    args->layout = PJRT_Buffer_MemoryLayout{};
+    args->layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
+    args->layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+    args->layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+    args->layout.tiled.minor_to_major = b->minor_to_major.data();
+    args->layout.tiled.minor_to_major_size = b->minor_to_major.size();
+    args->layout.tiled.num_tiles = 0;
+  });
+}
+
+PJRT_Error* Buffer_OnDeviceSizeInBytes(PJRT_Buffer_OnDeviceSizeInBytes_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_OnDeviceSizeInBytes);
+    args->on_device_size_in_bytes = live(args->buffer, kFn)->rt->on_device_size();
+  });
+}
+
+PJRT_Error* Buffer_Device(PJRT_Buffer_Device_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_Device);
+    args->device = live(args->buffer, kFn)->device;
+  });
+}
+
+PJRT_Error* Buffer_Memory(PJRT_Buffer_Memory_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_Memory);
+    args->memory = live(args->buffer, kFn)->device->memory;
+  });
+}
+
+PJRT_Error* Buffer_Delete(PJRT_Buffer_Delete_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_Delete);
+    live(args->buffer, kFn)->rt->mark_deleted();
+  });
+}
+
+PJRT_Error* Buffer_IsDeleted(PJRT_Buffer_IsDeleted_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_IsDeleted);
+    args->is_deleted = live(args->buffer, kFn)->rt->is_deleted();
+  });
+}
+
+PJRT_Error* Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_IsOnCpu);
+    live(args->buffer, kFn);
+    // false keeps jaxlib on ToHostBuffer instead of reading our memory
+    // through a raw pointer (MLX arrays may be lazy views or GPU memory).
+    args->is_on_cpu = false;
+  });
+}
+
+PJRT_Error* Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_ReadyEvent);
+    args->event = new PJRT_Event{live(args->buffer, kFn)->rt->ready_event()};
+  });
+}
+
+namespace {
+PJRT_Buffer* copy_buffer(PJRT_Buffer* src, PJRT_Device* dst_device, const char* fn) {
+  if (src->rt->is_deleted()) failed_precondition(fn, ": buffer was deleted");
+  auto* out = new PJRT_Buffer(*src);
+  out->rt = src->client->rt->copy_buffer(src->rt, dst_device->rt);
+  out->device = dst_device;
+  return out;
+}
+}  // namespace
+
+PJRT_Error* Buffer_CopyToDevice(PJRT_Buffer_CopyToDevice_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_CopyToDevice);
+    auto* b = live(args->buffer, kFn);
+    args->dst_buffer = copy_buffer(b, need(args->dst_device, "dst_device"), kFn);
+  });
+}
+
+PJRT_Error* Buffer_CopyToMemory(PJRT_Buffer_CopyToMemory_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_CopyToMemory);
+    auto* b = live(args->buffer, kFn);
+    auto* mem = static_cast<PjrtxMemory*>(need(args->dst_memory, "dst_memory"));
+    args->dst_buffer = copy_buffer(b, mem->devices.front(), kFn);
+  });
+}
+
+PJRT_Error* Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_ToHostBuffer);
+    auto* b = live(args->src, kFn);
+    size_t size = static_cast<size_t>(b->rt->on_device_size());
+    if (args->host_layout != nullptr) {
+      const PJRT_Buffer_MemoryLayout* l = args->host_layout;
+      bool dense = false;
+      if (l->type == PJRT_Buffer_MemoryLayout_Type_Tiled) {
+        dense = l->tiled.num_tiles == 0 && l->tiled.minor_to_major_size == b->dims.size();
+        for (size_t i = 0; dense && i < b->dims.size(); ++i)
+          dense = l->tiled.minor_to_major[i] == static_cast<int64_t>(b->dims.size() - 1 - i);
+      } else {
+        int64_t expect = compiler::dtype_size(b->rt->type().dtype);
+        dense = l->strides.num_byte_strides == b->dims.size();
+        for (int64_t i = static_cast<int64_t>(b->dims.size()) - 1; dense && i >= 0; --i) {
+          dense = b->dims[i] == 1 || l->strides.byte_strides[i] == expect;
+          expect *= b->dims[i];
+        }
+      }
+      if (!dense) unimplemented(kFn, ": only dense major-to-minor host layouts are supported");
+    }
+    if (args->dst == nullptr) {  // size query
+      args->dst_size = size;
+      args->event = nullptr;
+      return;
+    }
+    if (args->dst_size < size)
+      invalid_argument(kFn, ": dst_size ", args->dst_size, " < ", size, " bytes of ",
+                       b->rt->type().str());
+    if (b->rt->is_deleted()) failed_precondition(kFn, ": buffer ", b->rt->type().str(), " was deleted");
+    args->event = new PJRT_Event{b->client->rt->to_host(b->rt, args->dst, size)};
+  });
+}
+
+}  // namespace pjrtx::pjrt

@@ -1,0 +1,342 @@
+// PJRT_Client entry points, compile included, and the client's topology.
+#include <cstring>
+
+#include "pjrt/entry_points.h"
+#include "pjrt/error.h"
+#include "pjrt/handles.h"
+
+PJRT_Device* PJRT_Client::device_for(pjrtx::runtime::Device* d) const {
+  for (PJRT_Device* p : devices)
+    if (p->rt == d) return p;
+  return devices.front();
+}
+
+PjrtxMemory::~PjrtxMemory() {
+  for (auto& [key, entry] : user_data)
+    if (entry.second) entry.second(entry.first);
+}
+
+namespace pjrtx::pjrt {
+
+namespace {
+
+void* memory_get_user_data(PJRT_Memory* m, const void* key) {
+  auto* mem = static_cast<PjrtxMemory*>(m);
+  std::lock_guard<std::mutex> lock(mem->mu);
+  auto it = mem->user_data.find(key);
+  return it == mem->user_data.end() ? nullptr : it->second.first;
+}
+
+void memory_set_user_data(PJRT_Memory* m, const void* key, void* data, void (*dtor)(void*)) {
+  auto* mem = static_cast<PjrtxMemory*>(m);
+  std::pair<void*, void (*)(void*)> old{nullptr, nullptr};
+  {
+    std::lock_guard<std::mutex> lock(mem->mu);
+    auto it = mem->user_data.find(key);
+    if (it != mem->user_data.end()) old = it->second;
+    mem->user_data[key] = {data, dtor};
+  }
+  if (old.second && old.first != data) old.second(old.first);
+}
+
+const PJRT_Memory_FunctionTable kMemoryVTable = {
+    PJRT_Memory_FunctionTable_STRUCT_SIZE, nullptr, PJRT_Memory_STRUCT_SIZE,
+    memory_get_user_data, memory_set_user_data,
+};
+
+std::unique_ptr<PJRT_Client> make_client() {
+  auto c = std::make_unique<PJRT_Client>();
+  c->rt = std::make_unique<runtime::Client>();
+  for (runtime::Device* d : c->rt->devices()) {
+    auto dev = std::make_unique<PJRT_Device>();
+    dev->rt = d;
+    dev->client = c.get();
+    dev->description.rt = d;
+    dev->description.debug_string = d->debug_string();
+    dev->description.to_string = d->to_string();
+    auto mem = std::make_unique<PjrtxMemory>();
+    mem->vtable = &kMemoryVTable;
+    mem->rt = d->default_memory();
+    mem->devices = {dev.get()};
+    mem->debug_string = mem->rt->debug_string();
+    mem->to_string = mem->rt->to_string();
+    dev->memory = mem.get();
+    dev->memories = {mem.get()};
+    c->devices.push_back(dev.get());
+    c->memories.push_back(mem.get());
+    c->topology.descriptions.push_back(&dev->description);
+    c->device_storage.push_back(std::move(dev));
+    c->memory_storage.push_back(std::move(mem));
+  }
+  c->topology.client = c.get();
+  return c;
+}
+
+// Reads num_replicas / num_partitions from a serialized CompileOptionsProto
+// (executable_build_options = 3 { num_replicas = 4, num_partitions = 5 }).
+struct ProtoReader {
+  const uint8_t* p;
+  const uint8_t* end;
+  bool varint(uint64_t& v) {
+    v = 0;
+    for (int shift = 0; p < end && shift < 64; shift += 7) {
+      uint8_t b = *p++;
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  // Calls f(field, wire_type, value, sub_begin, sub_end) per field.
+  template <typename F>
+  bool fields(F&& f) {
+    while (p < end) {
+      uint64_t key, v = 0;
+      if (!varint(key)) return false;
+      int field = static_cast<int>(key >> 3), wt = static_cast<int>(key & 7);
+      const uint8_t *sb = nullptr, *se = nullptr;
+      if (wt == 0) {
+        if (!varint(v)) return false;
+      } else if (wt == 2) {
+        if (!varint(v) || v > uint64_t(end - p)) return false;
+        sb = p;
+        se = p + v;
+        p = se;
+      } else if (wt == 1) {
+        if (end - p < 8) return false;
+        p += 8;
+      } else if (wt == 5) {
+        if (end - p < 4) return false;
+        p += 4;
+      } else {
+        return false;
+      }
+      f(field, wt, v, sb, se);
+    }
+    return true;
+  }
+};
+
+void check_compile_options(const char* data, size_t size) {
+  if (data == nullptr || size == 0) return;
+  uint64_t replicas = 1, partitions = 1;
+  ProtoReader top{reinterpret_cast<const uint8_t*>(data), reinterpret_cast<const uint8_t*>(data) + size};
+  top.fields([&](int field, int wt, uint64_t, const uint8_t* sb, const uint8_t* se) {
+    if (field != 3 || wt != 2) return;
+    ProtoReader build{sb, se};
+    build.fields([&](int f, int w, uint64_t v, const uint8_t*, const uint8_t*) {
+      if (w != 0) return;
+      if (f == 4) replicas = v;
+      if (f == 5) partitions = v;
+    });
+  });
+  if (replicas > 1 || partitions > 1)
+    unimplemented("pjrtx: programs for more than one device are not supported (num_replicas=",
+                  replicas, ", num_partitions=", partitions, ")");
+}
+
+}  // namespace
+
+PJRT_Error* Client_Create(PJRT_Client_Create_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_Create);
+    args->client = make_client().release();
+  });
+}
+
+PJRT_Error* Client_Destroy(PJRT_Client_Destroy_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_Destroy);
+    delete args->client;
+  });
+}
+
+PJRT_Error* Client_PlatformName(PJRT_Client_PlatformName_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_PlatformName);
+    auto name = need(args->client, "client")->rt->platform_name();
+    args->platform_name = name.data();
+    args->platform_name_size = name.size();
+  });
+}
+
+PJRT_Error* Client_ProcessIndex(PJRT_Client_ProcessIndex_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_ProcessIndex);
+    need(args->client, "client");
+    args->process_index = 0;
+  });
+}
+
+PJRT_Error* Client_PlatformVersion(PJRT_Client_PlatformVersion_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_PlatformVersion);
+    const std::string& v = need(args->client, "client")->rt->platform_version();
+    args->platform_version = v.data();
+    args->platform_version_size = v.size();
+  });
+}
+
+PJRT_Error* Client_Devices(PJRT_Client_Devices_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_Devices);
+    auto* c = need(args->client, "client");
+    args->devices = c->devices.data();
+    args->num_devices = c->devices.size();
+  });
+}
+
+PJRT_Error* Client_AddressableDevices(PJRT_Client_AddressableDevices_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_AddressableDevices);
+    auto* c = need(args->client, "client");
+    args->addressable_devices = c->devices.data();
+    args->num_addressable_devices = c->devices.size();
+  });
+}
+
+PJRT_Error* Client_LookupDevice(PJRT_Client_LookupDevice_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_LookupDevice);
+    auto* c = need(args->client, "client");
+    args->device = c->device_for(c->rt->lookup_device(args->id));
+  });
+}
+
+PJRT_Error* Client_LookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_LookupAddressableDevice);
+    auto* c = need(args->client, "client");
+    args->addressable_device = c->device_for(c->rt->lookup_device(args->local_hardware_id));
+  });
+}
+
+PJRT_Error* Client_AddressableMemories(PJRT_Client_AddressableMemories_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_AddressableMemories);
+    auto* c = need(args->client, "client");
+    args->addressable_memories = c->memories.data();
+    args->num_addressable_memories = c->memories.size();
+  });
+}
+
+PJRT_Error* Client_TopologyDescription(PJRT_Client_TopologyDescription_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_TopologyDescription);
+    args->topology = &need(args->client, "client")->topology;
+  });
+}
+
+PJRT_Error* Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssignment_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_DefaultDeviceAssignment);
+    need(args->client, "client");
+    if (args->num_replicas != 1 || args->num_partitions != 1)
+      unimplemented("pjrtx: one device only; asked for ", args->num_replicas, " replicas x ",
+                    args->num_partitions, " partitions");
+    if (args->default_assignment_size < 1 || args->default_assignment == nullptr)
+      invalid_argument(kFn, ": default_assignment has no room");
+    args->default_assignment[0] = 0;
+  });
+}
+
+std::shared_ptr<const ExecutableInfo> make_executable_info(const runtime::LoadedExecutable& exe);
+
+PJRT_Error* Client_Compile(PJRT_Client_Compile_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_Compile);
+    auto* c = need(args->client, "client");
+    const PJRT_Program* prog = need(args->program, "program");
+    if (prog->code == nullptr && prog->code_size != 0) invalid_argument(kFn, ": program code is null");
+    check_compile_options(args->compile_options, args->compile_options_size);
+    std::string_view code(prog->code ? prog->code : "", prog->code_size);
+    std::string_view format(prog->format ? prog->format : "", prog->format_size);
+    auto exe = c->rt->compile(code, format);
+    auto* out = new PJRT_LoadedExecutable();
+    out->rt = std::move(exe);
+    out->client = c;
+    out->info = make_executable_info(*out->rt);
+    out->devices = c->devices;
+    args->executable = out;
+  });
+}
+
+PJRT_Error* Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_BufferFromHostBuffer);
+    auto* c = need(args->client, "client");
+    PJRT_Device* device = args->device;
+    if (args->memory != nullptr) device = static_cast<PjrtxMemory*>(args->memory)->devices.front();
+    if (device == nullptr) device = c->devices.front();
+    if (args->device_layout != nullptr) {
+      const PJRT_Buffer_MemoryLayout* l = args->device_layout;
+      bool dense = l->type == PJRT_Buffer_MemoryLayout_Type_Tiled && l->tiled.num_tiles == 0;
+      for (size_t i = 0; dense && i < l->tiled.minor_to_major_size; ++i)
+        dense = l->tiled.minor_to_major[i] == static_cast<int64_t>(args->num_dims - 1 - i);
+      if (!dense) unimplemented(kFn, ": only the default (major-to-minor) device layout is supported");
+    }
+    compiler::TensorType type{from_pjrt_type(args->type), {}};
+    if (args->num_dims > 0) need(args->dims, "dims");
+    for (size_t i = 0; i < args->num_dims; ++i) {
+      if (args->dims[i] < 0) invalid_argument(kFn, ": negative dimension ", args->dims[i]);
+      type.shape.push_back(args->dims[i]);
+    }
+    const int64_t* strides = nullptr;
+    if (args->num_byte_strides != 0) {
+      if (args->num_byte_strides != args->num_dims)
+        invalid_argument(kFn, ": ", args->num_byte_strides, " byte_strides for ", args->num_dims,
+                         " dims");
+      strides = need(args->byte_strides, "byte_strides");
+    }
+    // Every semantics is served by copying now: the host memory is free as
+    // soon as we return, so done_with_host_buffer is ready at once.
+    auto buf = c->rt->buffer_from_host(args->data, type, strides, device->rt);
+    auto* out = new PJRT_Buffer();
+    out->rt = std::move(buf);
+    out->client = c;
+    out->device = device;
+    out->dims = type.shape;
+    for (int64_t i = type.rank() - 1; i >= 0; --i) out->minor_to_major.push_back(i);
+    args->buffer = out;
+    args->done_with_host_buffer = new PJRT_Event{runtime::Event::ready()};
+  });
+}
+
+PJRT_Error* TopologyDescription_PlatformName(PJRT_TopologyDescription_PlatformName_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(TopologyDescription_PlatformName);
+    auto name = need(args->topology, "topology")->client->rt->platform_name();
+    args->platform_name = name.data();
+    args->platform_name_size = name.size();
+  });
+}
+
+PJRT_Error* TopologyDescription_PlatformVersion(
+    PJRT_TopologyDescription_PlatformVersion_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(TopologyDescription_PlatformVersion);
+    const std::string& v = need(args->topology, "topology")->client->rt->platform_version();
+    args->platform_version = v.data();
+    args->platform_version_size = v.size();
+  });
+}
+
+PJRT_Error* TopologyDescription_GetDeviceDescriptions(
+    PJRT_TopologyDescription_GetDeviceDescriptions_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(TopologyDescription_GetDeviceDescriptions);
+    auto* t = const_cast<PJRT_TopologyDescription*>(need(args->topology, "topology"));
+    args->descriptions = t->descriptions.data();
+    args->num_descriptions = t->descriptions.size();
+  });
+}
+
+PJRT_Error* TopologyDescription_Attributes(PJRT_TopologyDescription_Attributes_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(TopologyDescription_Attributes);
+    need(args->topology, "topology");
+    args->attributes = nullptr;
+    args->num_attributes = 0;
+  });
+}
+
+}  // namespace pjrtx::pjrt

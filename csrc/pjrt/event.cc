@@ -1,0 +1,54 @@
+// PJRT_Event entry points over runtime::Event.
+#include "pjrt/entry_points.h"
+#include "pjrt/error.h"
+#include "pjrt/handles.h"
+
+namespace pjrtx::pjrt {
+
+PJRT_Error* Event_Destroy(PJRT_Event_Destroy_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Event_Destroy);
+    delete args->event;
+  });
+}
+
+PJRT_Error* Event_IsReady(PJRT_Event_IsReady_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Event_IsReady);
+    args->is_ready = need(args->event, "event")->rt->is_ready();
+  });
+}
+
+PJRT_Error* Event_Error(PJRT_Event_Error_Args* args) {
+  PJRT_Error* result = nullptr;
+  PJRT_Error* err = guard([&] {
+    PJRTX_CHECK_ARGS(Event_Error);
+    auto e = need(args->event, "event")->rt->error();
+    result = to_pjrt_error(e.get());
+  });
+  return err ? err : result;
+}
+
+PJRT_Error* Event_Await(PJRT_Event_Await_Args* args) {
+  PJRT_Error* result = nullptr;
+  PJRT_Error* err = guard([&] {
+    PJRTX_CHECK_ARGS(Event_Await);
+    auto e = need(args->event, "event")->rt->await();
+    result = to_pjrt_error(e.get());
+  });
+  return err ? err : result;
+}
+
+// The callback owns the PJRT_Error it receives (it may be NULL).
+PJRT_Error* Event_OnReady(PJRT_Event_OnReady_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Event_OnReady);
+    auto* ev = need(args->event, "event");
+    if (args->callback == nullptr) invalid_argument(kFn, ": callback is null");
+    auto cb = args->callback;
+    void* user = args->user_arg;
+    ev->rt->on_ready([cb, user](const runtime::ErrorPtr& e) { cb(to_pjrt_error(e.get()), user); });
+  });
+}
+
+}  // namespace pjrtx::pjrt

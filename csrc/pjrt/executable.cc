@@ -1,0 +1,279 @@
+// PJRT_Executable and PJRT_LoadedExecutable entry points.
+#include "pjrt/entry_points.h"
+#include "pjrt/error.h"
+#include "pjrt/handles.h"
+
+namespace pjrtx::pjrt {
+
+namespace {
+constexpr char kDeviceKind[] = "device";
+
+PJRT_Executable* exe_of(PJRT_Executable* e, const char* fn) {
+  if (e == nullptr) invalid_argument(fn, ": executable is null");
+  return e;
+}
+PJRT_LoadedExecutable* loaded_of(PJRT_LoadedExecutable* e, const char* fn) {
+  if (e == nullptr) invalid_argument(fn, ": executable is null");
+  return e;
+}
+}  // namespace
+
+std::shared_ptr<const ExecutableInfo> make_executable_info(const runtime::LoadedExecutable& exe) {
+  auto info = std::make_shared<ExecutableInfo>();
+  for (const auto& t : exe.output_types()) {
+    info->output_types.push_back(to_pjrt_type(t.dtype));
+    info->output_ranks.push_back(t.shape.size());
+    info->output_dims.insert(info->output_dims.end(), t.shape.begin(), t.shape.end());
+    info->output_kinds.push_back(kDeviceKind);
+    info->output_kind_sizes.push_back(sizeof(kDeviceKind) - 1);
+  }
+  for (size_t i = 0; i < exe.param_types().size(); ++i) {
+    info->param_kinds.push_back(kDeviceKind);
+    info->param_kind_sizes.push_back(sizeof(kDeviceKind) - 1);
+  }
+  return info;
+}
+
+// ---- PJRT_Executable -----------------------------------------------------
+
+PJRT_Error* Executable_Destroy(PJRT_Executable_Destroy_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_Destroy);
+    delete args->executable;
+  });
+}
+
+PJRT_Error* Executable_Name(PJRT_Executable_Name_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_Name);
+    const std::string& n = exe_of(args->executable, kFn)->rt->name();
+    args->executable_name = n.data();
+    args->executable_name_size = n.size();
+  });
+}
+
+PJRT_Error* Executable_NumReplicas(PJRT_Executable_NumReplicas_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_NumReplicas);
+    exe_of(args->executable, kFn);
+    args->num_replicas = 1;
+  });
+}
+
+PJRT_Error* Executable_NumPartitions(PJRT_Executable_NumPartitions_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_NumPartitions);
+    exe_of(args->executable, kFn);
+    args->num_partitions = 1;
+  });
+}
+
+PJRT_Error* Executable_NumOutputs(PJRT_Executable_NumOutputs_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_NumOutputs);
+    args->num_outputs = exe_of(args->executable, kFn)->rt->output_types().size();
+  });
+}
+
+PJRT_Error* Executable_SizeOfGeneratedCodeInBytes(
+    PJRT_Executable_SizeOfGeneratedCodeInBytes_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_SizeOfGeneratedCodeInBytes);
+    exe_of(args->executable, kFn);
+    args->size_in_bytes = 0;  // no generated machine code of our own
+  });
+}
+
+PJRT_Error* Executable_GetCostAnalysis(PJRT_Executable_GetCostAnalysis_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_GetCostAnalysis);
+    exe_of(args->executable, kFn);
+    args->num_properties = 0;
+    args->properties = nullptr;
+  });
+}
+
+PJRT_Error* Executable_OutputMemoryKinds(PJRT_Executable_OutputMemoryKinds_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_OutputMemoryKinds);
+    const auto& info = *exe_of(args->executable, kFn)->info;
+    args->num_outputs = info.output_kinds.size();
+    args->memory_kinds = info.output_kinds.data();
+    args->memory_kind_sizes = info.output_kind_sizes.data();
+  });
+}
+
+PJRT_Error* Executable_ParameterMemoryKinds(PJRT_Executable_ParameterMemoryKinds_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_ParameterMemoryKinds);
+    const auto& info = *exe_of(args->executable, kFn)->info;
+    args->num_parameters = info.param_kinds.size();
+    args->memory_kinds = info.param_kinds.data();
+    args->memory_kind_sizes = info.param_kind_sizes.data();
+  });
+}
+
+PJRT_Error* Executable_OutputElementTypes(PJRT_Executable_OutputElementTypes_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_OutputElementTypes);
+    const auto& info = *exe_of(args->executable, kFn)->info;
+    args->output_types = const_cast<PJRT_Buffer_Type*>(info.output_types.data());
+    args->num_output_types = info.output_types.size();
+  });
+}
+
+PJRT_Error* Executable_OutputDimensions(PJRT_Executable_OutputDimensions_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_OutputDimensions);
+    const auto& info = *exe_of(args->executable, kFn)->info;
+    args->num_outputs = info.output_ranks.size();
+    args->dims = info.output_dims.data();
+    args->dim_sizes = info.output_ranks.data();
+  });
+}
+
+PJRT_Error* Executable_Fingerprint(PJRT_Executable_Fingerprint_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_Fingerprint);
+    const std::string& f = exe_of(args->executable, kFn)->rt->fingerprint();
+    args->executable_fingerprint = f.data();
+    args->executable_fingerprint_size = f.size();
+  });
+}
+
+PJRT_Error* Executable_GetCompiledMemoryStats(PJRT_Executable_GetCompiledMemoryStats_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_GetCompiledMemoryStats);
+    const auto& rt = *exe_of(args->executable, kFn)->rt;
+    int64_t in = 0, out = 0;
+    for (const auto& t : rt.param_types()) in += t.byte_size();
+    for (const auto& t : rt.output_types()) out += t.byte_size();
+    args->generated_code_size_in_bytes = 0;
+    args->argument_size_in_bytes = in;
+    args->output_size_in_bytes = out;
+    args->alias_size_in_bytes = 0;
+    args->temp_size_in_bytes = 0;  // MLX allocates temporaries lazily
+    args->host_generated_code_size_in_bytes = 0;
+    args->host_argument_size_in_bytes = 0;
+    args->host_output_size_in_bytes = 0;
+    args->host_alias_size_in_bytes = 0;
+    args->host_temp_size_in_bytes = 0;
+    args->peak_memory_in_bytes = in + out;
+    args->total_size_in_bytes = in + out;
+  });
+}
+
+// ---- PJRT_LoadedExecutable -------------------------------------------------
+
+PJRT_Error* LoadedExecutable_Destroy(PJRT_LoadedExecutable_Destroy_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_Destroy);
+    delete args->executable;
+  });
+}
+
+// jaxlib destroys the returned handle with Executable_Destroy: a new handle
+// per call, sharing the executable.
+PJRT_Error* LoadedExecutable_GetExecutable(PJRT_LoadedExecutable_GetExecutable_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_GetExecutable);
+    auto* e = loaded_of(args->loaded_executable, kFn);
+    args->executable = new PJRT_Executable{e->rt, e->info};
+  });
+}
+
+PJRT_Error* LoadedExecutable_AddressableDevices(PJRT_LoadedExecutable_AddressableDevices_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_AddressableDevices);
+    auto* e = loaded_of(args->executable, kFn);
+    args->addressable_devices = e->devices.data();
+    args->num_addressable_devices = e->devices.size();
+  });
+}
+
+PJRT_Error* LoadedExecutable_AddressableDeviceLogicalIds(
+    PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_AddressableDeviceLogicalIds);
+    loaded_of(args->executable, kFn);
+    static PJRT_LogicalDeviceIds ids = {0, 0};  // replica 0, partition 0
+    args->addressable_device_logical_ids = &ids;
+    args->num_addressable_device_logical_ids = 1;
+  });
+}
+
+// A serialized xla.DeviceAssignmentProto for one device:
+// replica_count=1, computation_count=1, computation_devices=[{replica_device_ids=[0]}].
+PJRT_Error* LoadedExecutable_GetDeviceAssignment(
+    PJRT_LoadedExecutable_GetDeviceAssignment_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_GetDeviceAssignment);
+    loaded_of(args->executable, kFn);
+    static const char kProto[] = {0x08, 0x01, 0x10, 0x01, 0x1A, 0x03, 0x0A, 0x01, 0x00};
+    args->serialized_bytes = kProto;
+    args->serialized_bytes_size = sizeof(kProto);
+    args->serialized_device_assignment = nullptr;
+    args->serialized_device_assignment_deleter = [](PJRT_DeviceAssignmentSerialized*) {};
+  });
+}
+
+PJRT_Error* LoadedExecutable_Delete(PJRT_LoadedExecutable_Delete_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_Delete);
+    loaded_of(args->executable, kFn)->rt->mark_deleted();
+  });
+}
+
+PJRT_Error* LoadedExecutable_IsDeleted(PJRT_LoadedExecutable_IsDeleted_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_IsDeleted);
+    args->is_deleted = loaded_of(args->executable, kFn)->rt->is_deleted();
+  });
+}
+
+PJRT_Error* LoadedExecutable_Fingerprint(PJRT_LoadedExecutable_Fingerprint_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_Fingerprint);
+    const std::string& f = loaded_of(args->executable, kFn)->rt->fingerprint();
+    args->executable_fingerprint = f.data();
+    args->executable_fingerprint_size = f.size();
+  });
+}
+
+PJRT_Error* LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(LoadedExecutable_Execute);
+    auto* e = loaded_of(args->executable, kFn);
+    if (args->num_devices != 1)
+      invalid_argument(kFn, ": pjrtx runs on one device; got num_devices=", args->num_devices);
+    if (args->execute_device != nullptr && args->execute_device != e->devices.front())
+      invalid_argument(kFn, ": execute_device is not this executable's device");
+    need(args->output_lists, "output_lists");
+    need(args->output_lists[0], "output_lists[0]");
+    if (args->num_args > 0) {
+      need(args->argument_lists, "argument_lists");
+      need(args->argument_lists[0], "argument_lists[0]");
+    }
+    std::vector<runtime::BufferPtr> inputs;
+    inputs.reserve(args->num_args);
+    for (size_t i = 0; i < args->num_args; ++i) {
+      PJRT_Buffer* b = args->argument_lists[0][i];
+      if (b == nullptr) invalid_argument(kFn, ": argument ", i, " is null");
+      inputs.push_back(b->rt);
+    }
+    auto result = e->rt->execute(inputs);
+    for (size_t i = 0; i < result.outputs.size(); ++i) {
+      auto* out = new PJRT_Buffer();
+      out->rt = result.outputs[i];
+      out->client = e->client;
+      out->device = e->devices.front();
+      out->dims = out->rt->type().shape;
+      for (int64_t d = out->rt->type().rank() - 1; d >= 0; --d) out->minor_to_major.push_back(d);
+      args->output_lists[0][i] = out;
+    }
+    if (args->device_complete_events != nullptr)
+      args->device_complete_events[0] = new PJRT_Event{result.done};
+  });
+}
+
+}  // namespace pjrtx::pjrt

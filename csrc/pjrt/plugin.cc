@@ -1,0 +1,94 @@
+// Plugin_Initialize and Plugin_Attributes, plus the dtype mapping shared by
+// the entry points.
+#include <array>
+#include <atomic>
+
+#include "pjrt/entry_points.h"
+#include "pjrt/error.h"
+#include "pjrt/handles.h"
+
+namespace pjrtx::pjrt {
+
+namespace {
+// Without the attribute jaxlib targets StableHLO 1.13.7; Python raises it to
+// jaxlib's own current version (our parser is jaxlib's).
+std::array<int64_t, 3> g_stablehlo_version = {1, 13, 7};
+}  // namespace
+
+void set_stablehlo_current_version(int64_t major, int64_t minor, int64_t patch) {
+  g_stablehlo_version = {major, minor, patch};
+}
+
+PJRT_Error* Plugin_Initialize(PJRT_Plugin_Initialize_Args* args) {
+  return guard([&] { PJRTX_CHECK_ARGS(Plugin_Initialize); });
+}
+
+PJRT_Error* Plugin_Attributes(PJRT_Plugin_Attributes_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Plugin_Attributes);
+    // The attribute array must outlive the call; it is rebuilt only if the
+    // version changed (Python sets it once, before the first client).
+    static std::array<int64_t, 3> version;
+    static PJRT_NamedValue attrs[1];
+    static const char kName[] = "stablehlo_current_version";
+    version = g_stablehlo_version;
+    attrs[0] = PJRT_NamedValue{};
+    attrs[0].struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    attrs[0].name = kName;
+    attrs[0].name_size = sizeof(kName) - 1;
+    attrs[0].type = PJRT_NamedValue_kInt64List;
+    attrs[0].int64_array_value = version.data();
+    attrs[0].value_size = version.size();
+    args->attributes = attrs;
+    args->num_attributes = 1;
+  });
+}
+
+PJRT_Buffer_Type to_pjrt_type(compiler::DType t) {
+  using compiler::DType;
+  switch (t) {
+    case DType::kPred: return PJRT_Buffer_Type_PRED;
+    case DType::kS8: return PJRT_Buffer_Type_S8;
+    case DType::kS16: return PJRT_Buffer_Type_S16;
+    case DType::kS32: return PJRT_Buffer_Type_S32;
+    case DType::kS64: return PJRT_Buffer_Type_S64;
+    case DType::kU8: return PJRT_Buffer_Type_U8;
+    case DType::kU16: return PJRT_Buffer_Type_U16;
+    case DType::kU32: return PJRT_Buffer_Type_U32;
+    case DType::kU64: return PJRT_Buffer_Type_U64;
+    case DType::kF16: return PJRT_Buffer_Type_F16;
+    case DType::kBF16: return PJRT_Buffer_Type_BF16;
+    case DType::kF32: return PJRT_Buffer_Type_F32;
+    case DType::kF64: return PJRT_Buffer_Type_F64;
+    case DType::kC64: return PJRT_Buffer_Type_C64;
+    case DType::kC128: return PJRT_Buffer_Type_C128;
+    case DType::kToken: return PJRT_Buffer_Type_TOKEN;
+    default: return PJRT_Buffer_Type_INVALID;
+  }
+}
+
+compiler::DType from_pjrt_type(PJRT_Buffer_Type t) {
+  using compiler::DType;
+  switch (t) {
+    case PJRT_Buffer_Type_PRED: return DType::kPred;
+    case PJRT_Buffer_Type_S8: return DType::kS8;
+    case PJRT_Buffer_Type_S16: return DType::kS16;
+    case PJRT_Buffer_Type_S32: return DType::kS32;
+    case PJRT_Buffer_Type_S64: return DType::kS64;
+    case PJRT_Buffer_Type_U8: return DType::kU8;
+    case PJRT_Buffer_Type_U16: return DType::kU16;
+    case PJRT_Buffer_Type_U32: return DType::kU32;
+    case PJRT_Buffer_Type_U64: return DType::kU64;
+    case PJRT_Buffer_Type_F16: return DType::kF16;
+    case PJRT_Buffer_Type_BF16: return DType::kBF16;
+    case PJRT_Buffer_Type_F32: return DType::kF32;
+    case PJRT_Buffer_Type_F64: return DType::kF64;
+    case PJRT_Buffer_Type_C64: return DType::kC64;
+    default:
+      unimplemented("pjrtx: PJRT element type ", static_cast<int>(t),
+                    " is not supported on MLX (supported: pred, s8-s64, u8-u64, f16, bf16, "
+                    "f32, f64, c64)");
+  }
+}
+
+}  // namespace pjrtx::pjrt

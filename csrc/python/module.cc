@@ -1,0 +1,48 @@
+// pjrtx._pjrtx: the plan builder for the frontend, introspection for tests
+// and `python -m pjrtx doctor`, and (same shared object) the PJRT plugin that
+// jaxlib loads through GetPjrtApi.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "backend/mlx/device.h"
+#include "backend/mlx/registry.h"
+#include "pjrt/entry_points.h"
+#include "python/bindings.h"
+#include "runtime/env.h"
+
+#ifndef PJRTX_VERSION
+#define PJRTX_VERSION "dev"
+#endif
+
+namespace nb = nanobind;
+
+NB_MODULE(_pjrtx, m) {
+  using namespace pjrtx;
+  m.attr("CONTRACT_VERSION") = python::kContractVersion;
+  m.attr("__version__") = PJRTX_VERSION;
+  m.def("mlx_version", &backend::mlx_version, "MLX version the extension runs with");
+  m.def(
+      "device_backend",
+      [](const std::string& preference) { return backend::choose_device(preference).backend; },
+      nb::arg("preference") = "auto",
+      "The MLX back end a client would use for a PJRTX_DEVICE value: Metal, CUDA or CPU");
+  m.def(
+      "supported_ops", [] { return backend::Registry::get().supported_ops(); },
+      "StableHLO ops that have a lowering to MLX");
+  m.def(
+      "env_vars",
+      [] {
+        std::vector<std::tuple<std::string, std::string, std::string>> out;
+        for (const auto& v : runtime::env_vars())
+          out.emplace_back(v.name, v.default_value, v.description);
+        return out;
+      },
+      "Every PJRTX_* variable: (name, default, description)");
+  m.def("set_stablehlo_version", &pjrt::set_stablehlo_current_version, nb::arg("major"),
+        nb::arg("minor"), nb::arg("patch"),
+        "Sets the plugin attribute stablehlo_current_version (call before the client exists)");
+  python::bind_abi(m);
+  python::bind_plan(m);
+  python::install_frontend_hook(m);
+}

@@ -1,0 +1,145 @@
+// PlanBuilder and Plan for the Python frontend. Types cross as
+// (dtype, shape) tuples; attributes as bool/int/float/str, lists of those, or
+// Dense objects (bytes, not Python lists, for large constants).
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+#include "compiler/builder.h"
+#include "compiler/error.h"
+#include "compiler/printer.h"
+#include "python/bindings.h"
+
+namespace nb = nanobind;
+
+namespace pjrtx::python {
+
+namespace {
+
+using compiler::AttrValue;
+using compiler::DenseData;
+using compiler::TensorType;
+
+struct Dense {
+  std::shared_ptr<const DenseData> data;
+};
+
+using PyType = std::pair<std::string, std::vector<int64_t>>;
+
+TensorType to_type(const PyType& t) {
+  TensorType out{compiler::parse_dtype(t.first), t.second};
+  if (out.dtype == compiler::DType::kInvalid)
+    invalid_argument("pjrtx: unsupported element type ", t.first);
+  return out;
+}
+
+std::vector<TensorType> to_types(const std::vector<PyType>& ts) {
+  std::vector<TensorType> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(to_type(t));
+  return out;
+}
+
+AttrValue to_attr(const std::string& key, nb::handle v) {
+  if (v.is_none()) return std::monostate();
+  if (nb::isinstance<nb::bool_>(v)) return nb::cast<bool>(v);
+  if (nb::isinstance<nb::int_>(v)) return nb::cast<int64_t>(v);
+  if (nb::isinstance<nb::float_>(v)) return nb::cast<double>(v);
+  if (nb::isinstance<nb::str>(v)) return nb::cast<std::string>(v);
+  if (nb::isinstance<Dense>(v)) return nb::cast<Dense&>(v).data;
+  if (nb::isinstance<nb::list>(v) || nb::isinstance<nb::tuple>(v)) {
+    nb::sequence seq = nb::borrow<nb::sequence>(v);
+    size_t n = nb::len(seq);
+    if (n == 0) return std::vector<int64_t>{};
+    nb::handle first = seq[0];
+    if (nb::isinstance<nb::int_>(first) || nb::isinstance<nb::bool_>(first)) {
+      std::vector<int64_t> out;
+      for (nb::handle x : seq) out.push_back(nb::cast<int64_t>(x));
+      return out;
+    }
+    if (nb::isinstance<nb::float_>(first)) {
+      std::vector<double> out;
+      for (nb::handle x : seq) out.push_back(nb::cast<double>(x));
+      return out;
+    }
+    if (nb::isinstance<nb::str>(first)) {
+      std::vector<std::string> out;
+      for (nb::handle x : seq) out.push_back(nb::cast<std::string>(x));
+      return out;
+    }
+  }
+  invalid_argument("pjrtx: attribute '", key, "' has an unsupported Python value: ",
+                   nb::cast<std::string>(nb::repr(v)));
+}
+
+compiler::PlanBuilder::Attrs to_attrs(const nb::dict& d) {
+  compiler::PlanBuilder::Attrs out;
+  for (auto [k, v] : d) {
+    std::string key = nb::cast<std::string>(k);
+    out.emplace(key, to_attr(key, v));
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_plan(nb::module_& m) {
+  nb::class_<Dense>(m, "Dense", "Dense element data for a constant or attribute")
+      .def(
+          "__init__",
+          [](Dense* self, const std::string& dtype, const std::vector<int64_t>& shape,
+             nb::bytes data, bool splat) {
+            auto d = std::make_shared<DenseData>();
+            d->type = to_type({dtype, shape});
+            d->splat = splat;
+            const auto* p = static_cast<const uint8_t*>(data.data());
+            d->bytes.assign(p, p + data.size());
+            int64_t want = splat ? compiler::dtype_size(d->type.dtype) : d->type.byte_size();
+            if (static_cast<int64_t>(d->bytes.size()) != want)
+              invalid_argument("pjrtx: dense ", d->type.str(), splat ? " splat" : "",
+                               " needs ", want, " bytes, got ", d->bytes.size());
+            new (self) Dense{std::move(d)};
+          },
+          nb::arg("dtype"), nb::arg("shape"), nb::arg("data"), nb::arg("splat") = false);
+
+  nb::class_<compiler::Plan>(m, "Plan", "A verified executable plan")
+      .def_ro("name", &compiler::Plan::name)
+      .def_prop_ro("num_instructions", &compiler::Plan::num_instructions)
+      .def("text", [](const compiler::Plan& p) { return compiler::print_plan(p); });
+
+  nb::class_<compiler::PlanBuilder>(m, "PlanBuilder")
+      .def(nb::init<>())
+      .def("begin_function",
+           [](compiler::PlanBuilder& b, const std::string& name, bool is_public,
+              const std::vector<PyType>& args, const std::vector<PyType>& results) {
+             return b.begin_function(name, is_public, to_types(args), to_types(results));
+           })
+      .def("end_function", &compiler::PlanBuilder::end_function)
+      .def(
+          "add_op",
+          [](compiler::PlanBuilder& b, const std::string& name,
+             const std::vector<compiler::ValueId>& operands, const std::vector<PyType>& results,
+             const nb::dict& attrs, const std::string& loc, int num_regions) {
+            return b.add_op(name, operands, to_types(results), to_attrs(attrs), loc, num_regions);
+          },
+          nb::arg("name"), nb::arg("operands"), nb::arg("results"), nb::arg("attrs"),
+          nb::arg("loc") = "", nb::arg("num_regions") = 0)
+      .def("begin_region",
+           [](compiler::PlanBuilder& b, const std::vector<PyType>& args) {
+             return b.begin_region(to_types(args));
+           })
+      .def("end_region", &compiler::PlanBuilder::end_region)
+      .def(
+          "finish",
+          [](compiler::PlanBuilder& b, const std::string& entry, const std::string& name) {
+            compiler::Plan p = b.finish(entry);
+            p.name = name;
+            return p;
+          },
+          nb::arg("entry") = "main", nb::arg("name") = "");
+}
+
+}  // namespace pjrtx::python

@@ -1,0 +1,172 @@
+#include "runtime/client.h"
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <mutex>
+#include <sstream>
+
+#include <mlx/array.h>
+
+#include "backend/mlx/device.h"
+#include "backend/mlx/program.h"
+#include "backend/mlx/transfer.h"
+#include "compiler/printer.h"
+#include "runtime/env.h"
+#include "runtime/executable.h"
+#include "runtime/trace.h"
+
+#ifndef PJRTX_VERSION
+#define PJRTX_VERSION "dev"
+#endif
+
+namespace pjrtx::runtime {
+
+namespace {
+std::mutex g_frontend_mu;
+FrontendFn& frontend() {
+  static FrontendFn* fn = new FrontendFn();
+  return *fn;
+}
+}  // namespace
+
+void set_frontend(FrontendFn fn) {
+  std::lock_guard<std::mutex> lock(g_frontend_mu);
+  frontend() = std::move(fn);
+}
+
+std::string Memory::debug_string() const {
+  return "PjrtxMemory(id=" + std::to_string(id_) + ", kind=device, device=" +
+         std::to_string(device_->id()) + ")";
+}
+std::string Memory::to_string() const { return "PjrtxMemory(id=" + std::to_string(id_) + ")"; }
+
+Device::Device(int id, Client* client, std::string kind)
+    : id_(id), client_(client), kind_(std::move(kind)), memory_(std::make_unique<Memory>(id, this)) {}
+
+std::string Device::debug_string() const { return "pjrtx:" + std::to_string(id_); }
+std::string Device::to_string() const {
+  return "PjrtxDevice(id=" + std::to_string(id_) + ", kind='" + kind_ + "')";
+}
+
+Client::Client() {
+  backend::DeviceChoice choice = backend::choose_device(env_string("PJRTX_DEVICE"));
+  // JAX's test utilities look for "cuda"/"rocm" in this string: keep them out.
+  std::string label = choice.backend == "CUDA" ? "NVIDIA GPU" : choice.backend;
+  platform_version_ = std::string("pjrtx ") + PJRTX_VERSION + " (MLX " + backend::mlx_version() +
+                      ", " + label + ")";
+  std::string kind = "MLX " + choice.backend;
+  executor_ = std::make_unique<Executor>(choice);
+  devices_.push_back(std::make_unique<Device>(0, this, kind));
+  for (auto& d : devices_) {
+    device_ptrs_.push_back(d.get());
+    memory_ptrs_.push_back(d->default_memory());
+  }
+}
+
+Client::~Client() {
+  executor_.reset();  // drains and joins the MLX thread
+}
+
+const std::string& Client::backend_name() const { return executor_->device().backend; }
+
+Client::MemoryStats Client::memory_stats() const {
+  backend::MemoryStats s = backend::memory_stats();
+  return {s.in_use, s.peak, s.limit};
+}
+
+Device* Client::lookup_device(int id) const {
+  for (Device* d : device_ptrs_)
+    if (d->id() == id) return d;
+  invalid_argument("pjrtx: no device with id ", id);
+}
+
+BufferPtr Client::buffer_from_host(const void* data, const compiler::TensorType& type,
+                                   const int64_t* byte_strides, Device* device) {
+  Stopwatch sw;
+  // The copy happens here, so the caller's memory is free on return.
+  mx::array a = backend::array_from_host(data, type, byte_strides);
+  auto buf = std::make_shared<Buffer>(type, device, Event::create());
+  buf->set_array(std::move(a));
+  buf->ready_event()->set_ready();
+  if (trace_enabled()) trace("h2d " + type.str(), type.byte_size(), sw.us());
+  return buf;
+}
+
+BufferPtr Client::copy_buffer(const BufferPtr& src, Device* device) {
+  auto out = std::make_shared<Buffer>(src->type(), device, Event::create());
+  // Ordered after whatever produces `src` (the executor runs tasks in order).
+  executor_->post([src, out] {
+    try {
+      out->set_array(src->array());
+      out->ready_event()->set_ready();
+    } catch (const Error& e) {
+      out->ready_event()->set_error(std::make_shared<const Error>(e));
+    }
+  });
+  return out;
+}
+
+EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
+  auto done = Event::create();
+  executor_->post([buffer, dst, dst_size, done] {
+    Stopwatch sw;
+    try {
+      backend::array_to_host(buffer->array(), dst, dst_size);
+      done->set_ready();
+    } catch (const Error& e) {
+      done->set_error(std::make_shared<const Error>(e));
+    } catch (const std::exception& e) {
+      done->set_error(std::make_shared<const Error>(ErrorCode::kInternal,
+                                                    std::string("pjrtx: device-to-host: ") + e.what()));
+    }
+    if (trace_enabled()) trace("d2h " + buffer->type().str(), dst_size, sw.us());
+  });
+  return done;
+}
+
+namespace {
+
+std::string fingerprint_of(std::string_view code, const std::string& device) {
+  size_t h = std::hash<std::string_view>()(code) ^ (std::hash<std::string>()(device) << 1);
+  std::ostringstream os;
+  os << std::hex << std::setw(16) << std::setfill('0') << h;
+  return os.str();
+}
+
+void dump(const std::string& dir, const compiler::Plan& plan, const std::string& mlir) {
+  static std::atomic<int> counter{0};
+  int n = counter++;
+  std::filesystem::create_directories(dir);
+  std::string base = dir + "/" + std::to_string(n) + "." + (plan.name.empty() ? "module" : plan.name);
+  std::ofstream(base + ".mlir") << mlir;
+  std::ofstream(base + ".plan.txt") << compiler::print_plan(plan);
+}
+
+}  // namespace
+
+std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::string_view format) {
+  Stopwatch sw;
+  FrontendFn fn;
+  {
+    std::lock_guard<std::mutex> lock(g_frontend_mu);
+    fn = frontend();
+  }
+  if (!fn)
+    failed_precondition("pjrtx: the Python frontend is not registered (import pjrtx first)");
+  std::string dump_dir = env_string("PJRTX_DUMP_DIR");
+  std::string mlir_text;
+  auto plan = std::make_shared<const compiler::Plan>(
+      fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
+  if (!dump_dir.empty()) dump(dump_dir, *plan, mlir_text);
+  auto program = executor_->run_sync([&] { return backend::Program::lower(plan); });
+  auto exe = std::make_shared<LoadedExecutable>(this, plan, std::move(program),
+                                                fingerprint_of(code, backend_name()));
+  if (trace_enabled())
+    trace("compile " + plan->name, static_cast<int64_t>(code.size()), sw.us(),
+          "instructions=" + std::to_string(plan->num_instructions()));
+  return exe;
+}
+
+}  // namespace pjrtx::runtime

@@ -1,0 +1,104 @@
+// Client, devices and memories. One client per process-side PJRT client;
+// it owns the executor (the MLX thread) and one device with one memory of
+// kind "device".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/plan.h"
+#include "runtime/buffer.h"
+#include "runtime/executor.h"
+
+namespace pjrtx::runtime {
+
+class Client;
+class LoadedExecutable;
+
+class Memory {
+ public:
+  Memory(int id, Device* device) : id_(id), device_(device) {}
+  int id() const { return id_; }
+  std::string_view kind() const { return "device"; }
+  int kind_id() const { return 0; }
+  Device* device() const { return device_; }
+  std::string debug_string() const;
+  std::string to_string() const;
+
+ private:
+  int id_;
+  Device* device_;
+};
+
+class Device {
+ public:
+  Device(int id, Client* client, std::string kind);
+  int id() const { return id_; }
+  int local_hardware_id() const { return id_; }
+  int process_index() const { return 0; }
+  Client* client() const { return client_; }
+  // "MLX CPU", "MLX Metal", "MLX CUDA"
+  const std::string& kind() const { return kind_; }
+  std::string debug_string() const;
+  std::string to_string() const;
+  Memory* default_memory() { return memory_.get(); }
+
+ private:
+  int id_;
+  Client* client_;
+  std::string kind_;
+  std::unique_ptr<Memory> memory_;
+};
+
+// Turns program bytes into a plan. Set by the Python module (it runs the
+// frontend under the GIL). mlir_text, when not null, receives the module's
+// text for PJRTX_DUMP_DIR.
+using FrontendFn = std::function<compiler::Plan(std::string_view code, std::string_view format,
+                                                std::string* mlir_text)>;
+void set_frontend(FrontendFn fn);
+
+class Client {
+ public:
+  // Reads PJRTX_DEVICE and starts the executor.
+  Client();
+  ~Client();
+
+  std::string_view platform_name() const { return "pjrtx"; }
+  const std::string& platform_version() const { return platform_version_; }
+  const std::vector<Device*>& devices() const { return device_ptrs_; }
+  const std::vector<Memory*>& memories() const { return memory_ptrs_; }
+  Device* lookup_device(int id) const;
+  Executor& executor() { return *executor_; }
+  const std::string& backend_name() const;
+  struct MemoryStats {
+    int64_t in_use, peak, limit;
+  };
+  MemoryStats memory_stats() const;
+
+  // Copies host data (byte_strides may be null for dense row-major) into a
+  // new buffer on `device`. The host memory is free to reuse on return.
+  BufferPtr buffer_from_host(const void* data, const compiler::TensorType& type,
+                             const int64_t* byte_strides, Device* device);
+
+  // A new buffer on `device` with the same contents (arrays are immutable,
+  // so it shares them); ready when `src` is.
+  BufferPtr copy_buffer(const BufferPtr& src, Device* device);
+
+  std::shared_ptr<LoadedExecutable> compile(std::string_view code, std::string_view format);
+
+  // Copies `buffer` into dst (row-major) on the executor; returns the event
+  // that fires when done.
+  EventPtr to_host(const BufferPtr& buffer, void* dst, size_t dst_size);
+
+ private:
+  std::string platform_version_;
+  std::unique_ptr<Executor> executor_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<Device*> device_ptrs_;
+  std::vector<Memory*> memory_ptrs_;
+};
+
+}  // namespace pjrtx::runtime

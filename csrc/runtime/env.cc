@@ -1,0 +1,42 @@
+#include "runtime/env.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "compiler/error.h"
+
+namespace pjrtx::runtime {
+
+const std::vector<EnvVar>& env_vars() {
+  static const std::vector<EnvVar> vars = {
+      {"PJRTX_DEVICE", "auto",
+       "MLX device: auto (Metal, else CUDA, else CPU), gpu or cpu"},
+      {"PJRTX_TRACE", "0",
+       "1: print one line per compile, host-to-device, execute and device-to-host event to stderr"},
+      {"PJRTX_DUMP_DIR", "",
+       "directory: write the input MLIR and the plan text of every compile there"},
+      {"PJRTX_PRIORITY", "500",
+       "JAX backend priority of the plugin (CPU is 0; the highest is the default backend)"},
+  };
+  return vars;
+}
+
+std::string env_string(const char* name) {
+  const auto& vars = env_vars();
+  auto it = std::find_if(vars.begin(), vars.end(),
+                         [&](const EnvVar& v) { return std::strcmp(v.name, name) == 0; });
+  if (it == vars.end())
+    throw_error(ErrorCode::kInternal, "pjrtx: ", name, " is not in the env table");
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string(it->default_value);
+}
+
+bool env_flag(const char* name) {
+  std::string v = env_string(name);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v == "1" || v == "true" || v == "yes" || v == "on";
+}
+
+}  // namespace pjrtx::runtime

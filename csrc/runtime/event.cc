@@ -1,0 +1,57 @@
+#include "runtime/event.h"
+
+namespace pjrtx::runtime {
+
+std::shared_ptr<Event> Event::ready() {
+  auto e = create();
+  e->set_ready();
+  return e;
+}
+
+std::shared_ptr<Event> Event::failed(ErrorPtr error) {
+  auto e = create();
+  e->set_error(std::move(error));
+  return e;
+}
+
+bool Event::is_ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+ErrorPtr Event::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+ErrorPtr Event::await() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  return error_;
+}
+
+void Event::on_ready(Callback cb) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      callbacks_.push_back(std::move(cb));
+      return;
+    }
+  }
+  cb(error_);
+}
+
+void Event::complete(ErrorPtr error) {
+  std::vector<Callback> cbs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;  // first completion wins
+    done_ = true;
+    error_ = std::move(error);
+    cbs.swap(callbacks_);
+  }
+  cv_.notify_all();
+  for (auto& cb : cbs) cb(error_);
+}
+
+}  // namespace pjrtx::runtime

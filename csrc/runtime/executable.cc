@@ -1,0 +1,79 @@
+#include "runtime/executable.h"
+
+#include <mlx/transforms.h>
+
+#include "backend/mlx/program.h"
+
+#include "runtime/trace.h"
+
+namespace pjrtx::runtime {
+
+LoadedExecutable::LoadedExecutable(Client* client, std::shared_ptr<const compiler::Plan> plan,
+                                   std::shared_ptr<backend::Program> program,
+                                   std::string fingerprint)
+    : client_(client),
+      plan_(std::move(plan)),
+      program_(std::move(program)),
+      fingerprint_(std::move(fingerprint)) {
+  const auto& f = plan_->entry_function();
+  for (auto v : f.body.params) param_types_.push_back(plan_->type(v));
+  output_types_ = f.result_types;
+}
+
+// The program's MLX arrays (constants) are plain data or views of it;
+// runs in flight hold their own references, so dropping ours on this thread
+// is safe even while the executor uses them.
+LoadedExecutable::~LoadedExecutable() = default;
+
+LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>& args) {
+  if (deleted_) failed_precondition("pjrtx: executable ", name(), " was deleted");
+  if (args.size() != param_types_.size())
+    invalid_argument("pjrtx: ", name(), " takes ", param_types_.size(), " arguments, got ",
+                     args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i]) invalid_argument("pjrtx: ", name(), " argument ", i, " is null");
+    if (args[i]->is_deleted())
+      failed_precondition("pjrtx: ", name(), " argument ", i, " (", args[i]->type().str(),
+                          ") was deleted or donated");
+    if (args[i]->type() != param_types_[i])
+      invalid_argument("pjrtx: ", name(), " argument ", i, " is ", args[i]->type().str(),
+                       " but the program expects ", param_types_[i].str());
+  }
+  Result result;
+  result.done = Event::create();
+  Device* device = client_->devices().front();
+  for (const auto& t : output_types_)
+    result.outputs.push_back(std::make_shared<Buffer>(t, device, Event::create()));
+
+  client_->executor().post([program = program_, args, outs = result.outputs,
+                            done = result.done, name = name()] {
+    Stopwatch sw;
+    try {
+      backend::Arrays inputs;
+      inputs.reserve(args.size());
+      for (const auto& a : args) inputs.push_back(a->array());
+      backend::Arrays arrays = program->run(inputs);
+      mx::eval(arrays);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        outs[i]->set_array(std::move(arrays[i]));
+        outs[i]->ready_event()->set_ready();
+      }
+      done->set_ready();
+    } catch (const std::exception& e) {
+      const auto* pe = dynamic_cast<const Error*>(&e);
+      auto err = std::make_shared<const Error>(pe ? pe->code() : ErrorCode::kInternal,
+                                               pe ? std::string(e.what())
+                                                  : "[" + name + "] " + e.what());
+      for (auto& o : outs) o->ready_event()->set_error(err);
+      done->set_error(err);
+    }
+    if (trace_enabled()) {
+      int64_t bytes = 0;
+      for (const auto& o : outs) bytes += o->on_device_size();
+      trace("execute " + name, bytes, sw.us());
+    }
+  });
+  return result;
+}
+
+}  // namespace pjrtx::runtime

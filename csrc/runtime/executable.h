@@ -1,0 +1,54 @@
+// A compiled program bound to the client's device. execute() checks the
+// arguments, creates the output buffers and returns at once; the executor
+// builds the MLX graph, evaluates it and then fires the outputs' events (or
+// fails them with the error that stopped the run).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/buffer.h"
+#include "runtime/client.h"
+
+namespace pjrtx::backend {
+class Program;
+}
+
+namespace pjrtx::runtime {
+
+class LoadedExecutable {
+ public:
+  LoadedExecutable(Client* client, std::shared_ptr<const compiler::Plan> plan,
+                   std::shared_ptr<backend::Program> program, std::string fingerprint);
+  ~LoadedExecutable();
+
+  Client* client() const { return client_; }
+  const std::string& name() const { return plan_->name; }
+  const std::string& fingerprint() const { return fingerprint_; }
+  const std::vector<compiler::TensorType>& output_types() const { return output_types_; }
+  const std::vector<compiler::TensorType>& param_types() const { return param_types_; }
+  const compiler::Plan& plan() const { return *plan_; }
+
+  struct Result {
+    std::vector<BufferPtr> outputs;
+    EventPtr done;
+  };
+  // Throws INVALID_ARGUMENT for a wrong argument count or type and
+  // FAILED_PRECONDITION for a deleted argument or executable.
+  Result execute(const std::vector<BufferPtr>& args);
+
+  void mark_deleted() { deleted_ = true; }
+  bool is_deleted() const { return deleted_; }
+
+ private:
+  Client* client_;
+  std::shared_ptr<const compiler::Plan> plan_;
+  std::shared_ptr<backend::Program> program_;
+  std::string fingerprint_;
+  std::vector<compiler::TensorType> param_types_, output_types_;
+  std::atomic<bool> deleted_{false};
+};
+
+}  // namespace pjrtx::runtime

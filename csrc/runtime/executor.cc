@@ -1,0 +1,55 @@
+#include "runtime/executor.h"
+
+#include <mlx/device.h>
+
+#include "backend/mlx/device.h"
+
+#include <cstdio>
+
+namespace pjrtx::runtime {
+
+Executor::Executor(const backend::DeviceChoice& device)
+    : device_(std::make_unique<backend::DeviceChoice>(device)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Executor::post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void Executor::loop() {
+  // The default device is per thread in MLX: set it here, once.
+  mlx::core::set_default_device(device_->device);
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stop requested and drained
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    try {
+      task();
+    } catch (const std::exception& e) {
+      // Tasks report their own errors through events; reaching here is a bug,
+      // but it must not take the process down.
+      std::fprintf(stderr, "[pjrtx] internal error on the executor: %s\n", e.what());
+    }
+  }
+}
+
+}  // namespace pjrtx::runtime

@@ -1,0 +1,55 @@
+// The one thread that owns all MLX work. MLX keeps its compile cache, default
+// streams and command encoders per thread, so every graph build and
+// evaluation happens here, in the order tasks were posted.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <memory>
+
+namespace pjrtx::backend {
+struct DeviceChoice;
+}
+
+namespace pjrtx::runtime {
+
+class Executor {
+ public:
+  explicit Executor(const backend::DeviceChoice& device);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  void post(std::function<void()> task);
+
+  // Runs f on the executor and waits for its result (exceptions propagate).
+  // Runs inline when already on the executor thread.
+  template <typename F>
+  auto run_sync(F&& f) -> decltype(f()) {
+    if (on_executor_thread()) return f();
+    std::packaged_task<decltype(f())()> task(std::forward<F>(f));
+    auto fut = task.get_future();
+    post([&task] { task(); });
+    return fut.get();
+  }
+
+  bool on_executor_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  const backend::DeviceChoice& device() const { return *device_; }
+
+ private:
+  void loop();
+
+  std::unique_ptr<backend::DeviceChoice> device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace pjrtx::runtime

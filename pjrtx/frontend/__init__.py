@@ -1,0 +1,18 @@
+"""StableHLO -> pjrtx plan, with jaxlib's own MLIR bindings.
+
+The C++ compile step calls :func:`build_plan` under the GIL. Reusing jaxlib's
+MLIR at run time means we read exactly the StableHLO version jaxlib writes.
+"""
+from __future__ import annotations
+
+from pjrtx.frontend.parse import parse_module
+from pjrtx.frontend.walker import FrontendError, build_plan_from_module
+
+__all__ = ["build_plan", "FrontendError"]
+
+
+def build_plan(code: bytes, format: str = "mlir", want_text: bool = False):
+    """Returns (Plan, module text or None)."""
+    with parse_module(code, format) as module:
+        text = str(module) if want_text else None
+        return build_plan_from_module(module), text

@@ -1,0 +1,53 @@
+"""Program bytes -> MLIR module.
+
+Accepts a StableHLO portable artifact (VHLO bytecode, what jaxlib sends),
+plain MLIR bytecode, or MLIR text. Each parse gets a fresh context, so the
+attributes (constants) of one program do not stay interned for the life of
+the process.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import chlo, stablehlo
+
+_BYTECODE_MAGIC = b"ML\xefR"
+
+
+def make_context() -> ir.Context:
+    ctx = ir.Context()
+    stablehlo.register_dialect(ctx)
+    chlo.register_dialect(ctx)
+    try:
+        from jaxlib.mlir.dialects import sdy
+
+        sdy.register_dialect(ctx)
+    except Exception:  # older jaxlib without Shardy: annotations cannot occur
+        pass
+    ctx.allow_unregistered_dialects = True
+    return ctx
+
+
+@contextlib.contextmanager
+def parse_module(code: bytes | str, format: str = "mlir"):
+    if format not in ("mlir", "stablehlo", "hlo_with_config") and format != "":
+        raise ValueError(f"pjrtx: unsupported program format {format!r} (expected 'mlir')")
+    if format == "hlo_with_config":
+        raise ValueError("pjrtx: HLO programs are not supported; send StableHLO (format 'mlir')")
+    ctx = make_context()
+    if isinstance(code, str):
+        code = code.encode()
+    module = None
+    if code.startswith(_BYTECODE_MAGIC):
+        try:
+            module = stablehlo.deserialize_portable_artifact(ctx, code)
+        except Exception:
+            module = None  # plain MLIR bytecode, not a portable artifact
+    with ctx, ir.Location.unknown():
+        if module is None:
+            try:
+                module = ir.Module.parse(code)
+            except Exception as e:
+                raise ValueError(f"pjrtx: cannot parse the program as MLIR: {e}") from None
+        yield module

@@ -1,0 +1,148 @@
+"""Walks an MLIR module (func + stablehlo) into a pjrtx PlanBuilder."""
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from pjrtx import _pjrtx
+from pjrtx.frontend import attrs as A
+
+# Attributes that carry no meaning for a single-device MLX run.
+_IGNORED_ATTRS = frozenset({
+    "mhlo.frontend_attributes", "mhlo.sharding", "mhlo.layout_mode", "jax.result_info",
+    "precision_config", "result_layout", "operand_layouts", "result_layouts",
+    "sdy.sharding", "sdy.sharding_rule", "mhlo.sharding_rule",
+})
+_TERMINATORS = ("func.return", "stablehlo.return")
+
+
+class FrontendError(ValueError):
+    pass
+
+
+def _loc(op) -> str:
+    s = str(op.location)
+    return s if len(s) <= 300 else s[:297] + "..."
+
+
+def _types(values) -> list:
+    return [A.tensor_type(v.type) for v in values]
+
+
+def _dense_from_text(text: str, result_type):
+    dtype, shape = A.tensor_type(result_type)
+    _, npdt = A.element_info(ir.RankedTensorType(result_type).element_type)
+    data, splat = A._parse_dense_text(text, dtype, npdt, shape)
+    return _pjrtx.Dense(dtype, shape, data, splat)
+
+
+class _Walker:
+    def __init__(self):
+        self.b = _pjrtx.PlanBuilder()
+        self.ids: dict = {}
+
+    def ids_of(self, values, op) -> list[int]:
+        out = []
+        for v in values:
+            try:
+                out.append(self.ids[v])
+            except KeyError:
+                raise FrontendError(
+                    f"pjrtx: {op.name} at {_loc(op)} uses a value defined outside what pjrtx walked"
+                ) from None
+        return out
+
+    def bind(self, values, ids):
+        for v, i in zip(values, ids):
+            self.ids[v] = i
+
+    def attributes(self, op) -> dict:
+        out = {}
+        for name in list(op.attributes):
+            if name in _IGNORED_ATTRS:
+                continue
+            try:
+                value = A.convert(op.attributes[name])
+            except TypeError:
+                # The bindings cannot wrap some dense element types (complex).
+                if name == "value" and op.name == "stablehlo.constant":
+                    text = op.get_asm(print_generic_op_form=True, large_elements_limit=None)
+                    value = _dense_from_text(text[text.index("value = "):], op.results[0].type)
+                else:
+                    raise
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    out[f"{name}.{k}"] = v
+            else:
+                out[name] = value
+        return out
+
+    def block(self, block, terminators=_TERMINATORS) -> list[int]:
+        for op in block.operations:
+            op = op.operation
+            if op.name in terminators:
+                return self.ids_of(op.operands, op)
+            self.op(op)
+        raise FrontendError("pjrtx: block without a terminator")
+
+    def op(self, op):
+        name = op.name
+        loc = _loc(op)
+        try:
+            attrs = self.attributes(op)
+            result_types = _types(op.results)
+        except (A.UnsupportedType, ValueError) as e:
+            raise FrontendError(f"{e} (in {name} at {loc})") from None
+        operands = self.ids_of(op.operands, op)
+        regions = op.regions
+        results = self.b.add_op(name, operands, result_types, attrs, loc, len(regions))
+        for region in regions:
+            blocks = list(region.blocks)
+            if len(blocks) != 1:
+                raise FrontendError(
+                    f"pjrtx: {name} at {loc}: regions with {len(blocks)} blocks are not supported")
+            blk = blocks[0]
+            self.bind(blk.arguments, self.b.begin_region(_types(blk.arguments)))
+            self.b.end_region(self.block(blk))
+        self.bind(op.results, results)
+
+    def function(self, func_op):
+        f = func_op.operation
+        name = ir.StringAttr(f.attributes["sym_name"]).value
+        vis = f.attributes["sym_visibility"] if "sym_visibility" in f.attributes else None
+        is_public = vis is None or ir.StringAttr(vis).value == "public"
+        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        blocks = list(f.regions[0].blocks)
+        if len(blocks) != 1:
+            raise FrontendError(f"pjrtx: function @{name} has {len(blocks)} blocks; expected 1")
+        blk = blocks[0]
+        try:
+            arg_types = _types(blk.arguments)
+            result_types = [A.tensor_type(t) for t in ftype.results]
+        except A.UnsupportedType as e:
+            raise FrontendError(f"{e} (in the signature of @{name})") from None
+        self.bind(blk.arguments, self.b.begin_function(name, is_public, arg_types, result_types))
+        self.b.end_function(self.block(blk))
+
+
+def build_plan_from_module(module):
+    w = _Walker()
+    entry = None
+    publics = []
+    for op in module.body.operations:
+        if op.operation.name != "func.func":
+            continue  # e.g. sdy.mesh declarations
+        w.function(op)
+        name = ir.StringAttr(op.operation.attributes["sym_name"]).value
+        if name == "main":
+            entry = name
+        vis = op.operation.attributes["sym_visibility"] if "sym_visibility" in op.operation.attributes else None
+        if vis is None or ir.StringAttr(vis).value == "public":
+            publics.append(name)
+    if entry is None:
+        if len(publics) != 1:
+            raise FrontendError("pjrtx: the module has no @main and not exactly one public function")
+        entry = publics[0]
+    mod_name = ""
+    if "sym_name" in module.operation.attributes:
+        mod_name = ir.StringAttr(module.operation.attributes["sym_name"]).value
+    return w.b.finish(entry, mod_name)

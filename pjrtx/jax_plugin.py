@@ -1,0 +1,46 @@
+"""JAX plugin registration (entry point group ``jax_plugins``).
+
+JAX imports this module while discovering plugins and calls initialize();
+exceptions there are only logged by JAX, so they carry a clear message.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from pjrtx import PLATFORM
+
+logger = logging.getLogger(__name__)
+
+
+def library_path() -> str:
+    """The shared object that exports GetPjrtApi (the extension module itself)."""
+    from pjrtx._contract import load_extension
+
+    return os.path.abspath(load_extension().__file__)
+
+
+def initialize():
+    from jax._src import xla_bridge
+
+    from pjrtx import env
+    from pjrtx._contract import load_extension
+
+    ext = load_extension()  # also installs the frontend hook used by Compile
+    # Our parser is jaxlib's own, so it reads whatever StableHLO version jaxlib
+    # writes: ask for jaxlib's newest.
+    from jaxlib.mlir.dialects import stablehlo
+
+    ext.set_stablehlo_version(*(int(x) for x in stablehlo.get_current_version().split(".")))
+    priority = int(env.get("PJRTX_PRIORITY"))
+    xla_bridge.register_plugin(PLATFORM, priority=priority, library_path=ext.__file__)
+    _register_lowerings()
+
+
+def _register_lowerings():
+    try:
+        from pjrtx import lowerings
+
+        lowerings.register_all()
+    except ImportError:
+        pass
