@@ -122,7 +122,9 @@ namespace pjrtx::compiler {
   X(uniform_quantize, "stablehlo.uniform_quantize")                       \
   X(while_, "stablehlo.while")                                            \
   X(xor_, "stablehlo.xor")                                                \
-  X(call, "func.call")
+  X(call, "func.call")                                                    \
+  X(sdy_sharding_constraint, "sdy.sharding_constraint")                   \
+  X(sdy_reshard, "sdy.reshard")
 
 enum class Opcode : uint16_t {
 #define PJRTX_OPCODE_ENUM(id, name) id,

@@ -1,6 +1,5 @@
 #include "backend/mlx/device.h"
 
-#include <mlx/backend/cuda/cuda.h>
 #include <mlx/backend/gpu/device_info.h>
 #include <mlx/backend/metal/metal.h>
 #include <mlx/memory.h>
@@ -11,10 +10,10 @@
 namespace pjrtx::backend {
 
 namespace {
+// MLX builds have one GPU back end: Metal on macOS, CUDA on Linux. Only the
+// metal:: and gpu:: queries are declared in every build's headers.
 std::string gpu_backend_name() {
-  if (mx::metal::is_available()) return "Metal";
-  if (mx::cu::is_available()) return "CUDA";
-  return "GPU";
+  return mx::metal::is_available() ? "Metal" : "CUDA";
 }
 }  // namespace
 

@@ -48,7 +48,10 @@ mx::array array_from_host(const void* data, const compiler::TensorType& type,
   const mx::Dtype dt = to_mlx(type.dtype);
   const mx::Shape shape = to_mlx_shape(type.shape);
   const int64_t nbytes = type.byte_size();
-  if (nbytes == 0) return mx::zeros(shape, dt);
+  // A zero-size array still gets a (one-element) allocation: building it with
+  // an op such as mx::zeros would bind it to this thread's default stream,
+  // and the executor thread could not evaluate it.
+  if (nbytes == 0) return mx::array(mx::allocator::malloc(dt.size()), shape, dt);
   if (data == nullptr) invalid_argument("pjrtx: host buffer data is null");
   mx::allocator::Data buf = mx::allocator::malloc(static_cast<size_t>(nbytes));
   void* dst = buf.buffer().raw_ptr();

@@ -132,6 +132,9 @@ void register_structural_ops(Registry& r) {
   r.add(Opcode::reverse, lower_reverse);
   r.add(Opcode::iota, lower_iota);
   r.add(Opcode::optimization_barrier, lower_identity);
+  // Sharding annotations: one device, so the value passes through.
+  r.add(Opcode::sdy_sharding_constraint, lower_identity);
+  r.add(Opcode::sdy_reshard, lower_identity);
 }
 
 }  // namespace pjrtx::backend
