@@ -38,13 +38,82 @@ def doctor() -> int:
     return 0
 
 
+def conformance(args) -> int:
+    import time
+    from pathlib import Path
+
+    import jax
+
+    from pjrtx.conformance import expectations, report, runner
+
+    jax_tests = Path(args.jax_tests).resolve()
+    exp_dir = Path(args.expectations) if args.expectations else expectations.data_dir()
+    have_exp = (exp_dir / "selection.txt").exists()
+    if have_exp:
+        pin = expectations.read_pin(exp_dir)
+        if pin.get("tag", "").removeprefix("jax-v") != jax.__version__:
+            print(f"pjrtx conformance: warning: expectations pin {pin.get('tag')} but jax "
+                  f"{jax.__version__} is installed", file=sys.stderr)
+        selection = expectations.read_selection(exp_dir)
+    patterns = args.files or (selection.include if have_exp else None)
+    if not patterns:
+        print("pjrtx conformance: name test files (no selection.txt found)", file=sys.stderr)
+        return 2
+    files = runner.resolve_files(jax_tests, patterns)
+    if have_exp:
+        for f in files:
+            for pat, reason in selection.exclude.items():
+                if f == pat or Path(f).match(pat):
+                    print(f"pjrtx conformance: note: {f} is excluded from the selection: {reason}",
+                          file=sys.stderr)
+    opts = runner.Options(jax_tests=jax_tests, files=files, jobs=args.jobs, shards=args.shards,
+                          x64=args.x64, timeout=args.timeout, platform=args.platform)
+    t0 = time.time()
+    results = runner.run(opts)
+    out = Path(args.out)
+    header = (f"jax {jax.__version__}, platform {args.platform}, x64={args.x64}, "
+              f"{time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s, command: "
+              f"`python -m pjrtx conformance {' '.join(sys.argv[2:] if argv_is_cli() else [])}`")
+    total = report.write(results, out, header)
+    print(f"pjrtx conformance: {total['passed']} passed, {total['failed']} failed, "
+          f"{total['crash']} crashed, {total['timeout']} timed out, {total['skipped']} skipped "
+          f"({report.pass_rate(total):.2f}% of non-skipped); report: {out / 'report.md'}")
+    if args.check:
+        if not have_exp:
+            print("pjrtx conformance: --check needs third_party/jax_upstream", file=sys.stderr)
+            return 2
+        problems = expectations.check(results, expectations.read_known_failures(exp_dir))
+        for p in problems:
+            print(p)
+        return 1 if problems else 0
+    return 0
+
+
+def argv_is_cli() -> bool:
+    return len(sys.argv) > 1 and sys.argv[1] == "conformance"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pjrtx")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="print versions, library path, MLX device and PJRTX_* variables")
+    c = sub.add_parser("conformance", help="run upstream JAX test files on the pjrtx device")
+    c.add_argument("--jax-tests", required=True, help="the tests/ folder of jax-ml/jax at the installed tag")
+    c.add_argument("files", nargs="*", help="test files or globs (default: third_party selection)")
+    c.add_argument("-j", "--jobs", type=int, default=1, help="test processes at once")
+    c.add_argument("--shards", type=int, default=1, help="split each file over this many processes")
+    c.add_argument("--x64", action="store_true", help="JAX_ENABLE_X64=1")
+    c.add_argument("--out", default="conformance-report", help="report folder")
+    c.add_argument("--timeout", type=float, default=300.0, help="seconds per test before TIMEOUT")
+    c.add_argument("--check", action="store_true",
+                   help="exit 1 on an unlisted failure or a listed failure that now passes")
+    c.add_argument("--expectations", default=None, help="folder with PIN, selection.txt, known_failures.txt")
+    c.add_argument("--platform", default="pjrtx", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor()
+    if args.command == "conformance":
+        return conformance(args)
     return 2
 
 

@@ -1,0 +1,6 @@
+"""Conformance: JAX's own upstream test files run against the pjrtx device.
+
+``python -m pjrtx conformance --jax-tests DIR [FILES...]`` runs each file in
+its own pytest process (see runner.py), streaming per-test events through
+pytest_plugin.py, and writes results.json and report.md.
+"""

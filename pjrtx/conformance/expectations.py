@@ -1,0 +1,83 @@
+"""Expectations as data (third_party/jax_upstream/): the pinned upstream tag,
+the file selection, and known failures grouped under their reasons.
+
+known_failures.txt:
+    # reason: <why these fail>
+    lax_test.py::LaxTest::testFoo
+--check fails when an unlisted test fails or a listed one passes, so the
+list can only shrink.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from pjrtx.conformance.runner import FAILING, PASSED, Result
+
+
+def data_dir() -> Path:
+    # Source checkout: <repo>/third_party/jax_upstream
+    return Path(__file__).resolve().parents[2] / "third_party" / "jax_upstream"
+
+
+def read_pin(d: Path) -> dict:
+    pin = {}
+    for line in (d / "PIN").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, v = line.split("=", 1)
+            pin[k.strip()] = v.strip()
+    return pin
+
+
+@dataclasses.dataclass
+class Selection:
+    include: list[str]
+    exclude: dict[str, str]  # file or glob -> reason
+
+
+def read_selection(d: Path) -> Selection:
+    sel = Selection([], {})
+    for raw in (d / "selection.txt").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        kind, _, rest = line.partition(" ")
+        if kind == "include":
+            sel.include.append(rest.strip())
+        elif kind == "exclude":
+            name, _, reason = rest.partition("--")
+            sel.exclude[name.strip()] = reason.strip()
+        else:
+            raise ValueError(f"selection.txt: cannot read line {raw!r}")
+    return sel
+
+
+def read_known_failures(d: Path) -> dict[str, str]:
+    """test id -> reason."""
+    known, reason = {}, None
+    path = d / "known_failures.txt"
+    if not path.exists():
+        return known
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if line.startswith("# reason:"):
+            reason = line[len("# reason:"):].strip()
+        elif line and not line.startswith("#"):
+            if reason is None:
+                raise ValueError(f"known_failures.txt: {line} has no '# reason:' above it")
+            known[line] = reason
+    return known
+
+
+def check(results: list[Result], known: dict[str, str]) -> list[str]:
+    """Problems that make --check fail: new failures and stale entries."""
+    problems = []
+    ran = {r.id: r for r in results}
+    for r in results:
+        if r.outcome in FAILING and r.id not in known:
+            problems.append(f"new failure: {r.id}: {r.outcome}: {r.error}")
+    for test_id, reason in known.items():
+        r = ran.get(test_id)
+        if r is not None and r.outcome == PASSED:
+            problems.append(f"now passes, remove from known failures ({reason}): {test_id}")
+    return problems

@@ -1,0 +1,105 @@
+"""pytest plugin loaded into each upstream test file's process.
+
+It makes pjrtx the device under test the way JAX's harness reads it
+(jax_test_dut through jax.config), and streams one JSON line per event to
+--pjrtx-events so the parent runner sees which test was running when a
+process crashed or hung.
+"""
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+import pytest
+
+_events = None
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("pjrtx")
+    g.addoption("--pjrtx-events", default=None, help="JSON-lines event file")
+    g.addoption("--pjrtx-deselect", default=None, help="file of test ids not to run")
+    g.addoption("--pjrtx-shard", default=None, help="i/n: run the ids that hash to shard i")
+
+
+def _emit(**event):
+    if _events is not None:
+        _events.write(json.dumps(event) + "\n")
+        _events.flush()  # the parent may read it after we crash
+
+
+def pytest_configure(config):
+    global _events
+    path = config.getoption("--pjrtx-events")
+    if path:
+        _events = open(path, "a", buffering=1)
+    import jax
+    from jax._src import xla_bridge
+
+    # A source checkout (development) is not discovered through the
+    # jax_plugins entry point: register by hand.
+    if "pjrtx" not in xla_bridge._backend_factories:
+        from pjrtx import jax_plugin
+
+        jax_plugin.initialize()
+    # JAX's test_util.device_under_test() reads this flag (defined in
+    # test_util); the environment variable alone is not enough.
+    import jax._src.test_util  # noqa: F401
+
+    jax.config.update("jax_test_dut", os.environ.get("PJRTX_CONFORMANCE_DUT", "pjrtx"))
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = set()
+    path = config.getoption("--pjrtx-deselect")
+    if path and os.path.exists(path):
+        with open(path) as f:
+            skip = {line.strip() for line in f if line.strip()}
+    shard = config.getoption("--pjrtx-shard")
+    keep, drop = [], []
+    for item in items:
+        in_shard = True
+        if shard:
+            i, n = (int(x) for x in shard.split("/"))
+            in_shard = zlib.crc32(item.nodeid.encode()) % n == i
+        (keep if in_shard and item.nodeid not in skip else drop).append(item)
+    items[:] = keep
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+    _emit(event="collected", ids=[it.nodeid for it in keep])
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _emit(event="start", id=nodeid)
+
+
+def _first_line(text: str) -> str:
+    for line in str(text).splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return ""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and report.failed:
+        report.pjrtx_error = _first_line(call.excinfo.exconly())
+
+
+def pytest_runtest_logreport(report):
+    state = _state.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "error": ""})
+    state["duration"] += report.duration
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        state.update(outcome="skipped", error=_first_line(reason).removeprefix("Skipped: "))
+    elif report.failed and state["outcome"] != "failed":
+        state.update(outcome="failed", error=getattr(report, "pjrtx_error", "") or
+                     _first_line(getattr(report, "longreprtext", "")))
+    if report.when == "teardown":
+        _emit(event="end", id=report.nodeid, **_state.pop(report.nodeid))
+
+
+_state: dict = {}

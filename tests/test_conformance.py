@@ -1,0 +1,152 @@
+"""The conformance runner on a small self-written suite shaped like JAX's
+tests/ folder: a passing, failing, crashing, hanging and skipped test."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pjrtx.conformance import expectations, report, runner
+
+FAKE_OPS_TEST = '''
+import os, time, unittest
+from absl.testing import absltest
+
+
+class FakeOpsTest(absltest.TestCase):
+  def testPasses(self):
+    self.assertEqual(1 + 1, 2)
+
+  def testFails(self):
+    self.assertEqual(1 + 1, 3, "arithmetic is broken")
+
+  def testCrashes(self):
+    os.abort()
+
+  def testHangs(self):
+    time.sleep(600)
+
+  def testSkipped(self):
+    raise unittest.SkipTest("float64 is not supported on this device")
+
+  def testZLast(self):
+    # runs after the crash and the hang: the run must resume past them
+    self.assertTrue(True)
+
+
+if __name__ == "__main__":
+  absltest.main()
+'''
+
+FAKE_API_TEST = '''
+import jax
+import jax._src.test_util as jtu
+
+
+def test_device_under_test_is_pjrtx():
+  assert jtu.device_under_test() == "pjrtx"
+  assert jax.default_backend() == "pjrtx"
+  # A test may still ask for XLA:CPU as its own reference.
+  assert jax.devices("cpu")
+'''
+
+
+@pytest.fixture(scope="module")
+def fake_suite(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jax") / "tests"
+    root.mkdir()
+    (root / "fake_ops_test.py").write_text(FAKE_OPS_TEST)
+    (root / "fake_api_test.py").write_text(FAKE_API_TEST)
+    return root
+
+
+@pytest.fixture(scope="module")
+def results(fake_suite):
+    opts = runner.Options(jax_tests=fake_suite, files=["fake_ops_test.py", "fake_api_test.py"],
+                          jobs=2, timeout=5.0)
+    return {r.id.split("::")[-1]: r for r in runner.run(opts)}
+
+
+def test_outcomes(results):
+    assert results["testPasses"].outcome == "passed"
+    assert results["testFails"].outcome == "failed"
+    assert "arithmetic is broken" in results["testFails"].error
+    assert results["testCrashes"].outcome == "crash"
+    assert "SIGABRT" in results["testCrashes"].error
+    assert results["testHangs"].outcome == "timeout"
+    assert results["testSkipped"].outcome == "skipped"
+    assert "float64" in results["testSkipped"].error
+    assert results["testZLast"].outcome == "passed"
+    assert results["test_device_under_test_is_pjrtx"].outcome == "passed"
+    assert len(results) == 7
+
+
+def test_report_and_clusters(results, tmp_path):
+    total = report.write(list(results.values()), tmp_path, "header line")
+    assert total == {"passed": 3, "failed": 1, "crash": 1, "timeout": 1, "skipped": 1}
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert {d["outcome"] for d in data} == {"passed", "failed", "crash", "timeout", "skipped"}
+    md = (tmp_path / "report.md").read_text()
+    assert "| fake_ops_test.py | 2 | 1 | 1 | 1 | 1 | 40.00% |" in md
+    assert "CRASH: process died" in md and "TIMEOUT" in md
+
+
+def test_normalize_groups_messages_that_differ_in_numbers_and_locations():
+    a = report.normalize("pjrtx: unsupported op stablehlo.fft at loc(\"x.py\":12:4)")
+    b = report.normalize("pjrtx: unsupported op stablehlo.fft at loc(\"y.py\":99:1)")
+    c = report.normalize("shape f32[2,3] != f32[4,5]")
+    assert a == b
+    assert c == report.normalize("shape f32[7,8] != f32[1,1]")
+    assert a != c
+
+
+def test_check_flags_new_failures_and_stale_entries(results):
+    ids = {name: r.id for name, r in results.items()}
+    known = {ids["testFails"]: "r", ids["testCrashes"]: "r", ids["testHangs"]: "r"}
+    assert expectations.check(list(results.values()), known) == []
+    problems = expectations.check(list(results.values()), {ids["testFails"]: "r", ids["testPasses"]: "r"})
+    assert any("new failure" in p and "testCrashes" in p for p in problems)
+    assert any("now passes" in p and "testPasses" in p for p in problems)
+
+
+def test_known_failures_file_format(tmp_path):
+    (tmp_path / "known_failures.txt").write_text(textwrap.dedent("""\
+        # header comment
+        # reason: float64: no f64 on MLX GPU streams
+        a_test.py::T::test1
+        a_test.py::T::test2
+        # reason: gather not lowered yet
+        b_test.py::test3
+        """))
+    known = expectations.read_known_failures(tmp_path)
+    assert known == {"a_test.py::T::test1": "float64: no f64 on MLX GPU streams",
+                     "a_test.py::T::test2": "float64: no f64 on MLX GPU streams",
+                     "b_test.py::test3": "gather not lowered yet"}
+
+
+def test_project_expectations_parse():
+    d = expectations.data_dir()
+    pin = expectations.read_pin(d)
+    assert pin["tag"].startswith("jax-v") and len(pin["commit"]) == 40
+    sel = expectations.read_selection(d)
+    assert "lax_test.py" in sel.include
+    assert all(reason for reason in sel.exclude.values())
+    expectations.read_known_failures(d)
+
+
+def test_cli_check_exit_code(fake_suite, tmp_path):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "PIN").write_text("tag = jax-v0.10.2\ncommit = " + "0" * 40 + "\n")
+    (exp / "selection.txt").write_text("include fake_api_test.py\n")
+    (exp / "known_failures.txt").write_text("")
+    cmd = [sys.executable, "-m", "pjrtx", "conformance", "--jax-tests", str(fake_suite),
+           "--expectations", str(exp), "--out", str(tmp_path / "out"), "--check"]
+    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "1 passed" in ok.stdout
+    bad = subprocess.run(cmd + ["fake_ops_test.py", "--timeout", "5"], capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode == 1
+    assert "new failure" in bad.stdout
