@@ -11,6 +11,8 @@ Registry::Registry() : table_(static_cast<size_t>(compiler::Opcode::kCount), nul
   register_dot_ops(*this);
   register_reduce_ops(*this);
   register_call_ops(*this);
+  register_indexing_ops(*this);
+  register_pad_ops(*this);
 }
 
 Registry& Registry::get() {

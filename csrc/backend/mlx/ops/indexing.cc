@@ -1,0 +1,345 @@
+// Indexing ops: dynamic_slice, dynamic_update_slice, gather, scatter.
+// StableHLO clamps the start indices of dynamic_slice, dynamic_update_slice
+// and gather to [0, dim - size]; XLA drops a scatter window that does not fit
+// entirely. MLX has no bounds checks at all (an out-of-range index reads
+// garbage or crashes), so the clamping and dropping happen here.
+#include "backend/mlx/ops/indexing.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace pjrtx::backend {
+
+namespace ops {
+
+namespace {
+int64_t type_max(DType t) {
+  int bits = compiler::dtype_bits(t);
+  if (compiler::is_unsigned_int(t)) return bits >= 64 ? INT64_MAX : (int64_t{1} << bits) - 1;
+  return bits >= 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1;
+}
+}  // namespace
+
+mx::array clamp_index(const mx::array& idx, DType t, int64_t hi) {
+  mx::Dtype dt = idx.dtype();
+  hi = std::max<int64_t>(hi, 0);
+  mx::array x = idx;
+  if (hi <= type_max(t)) x = mx::minimum(x, mx::array(hi, dt));
+  if (compiler::is_signed_int(t)) x = mx::maximum(x, mx::array(0, dt));
+  return mx::astype(x, mx::int32);
+}
+
+mx::array index_in_range(const mx::array& idx, DType t, int64_t hi) {
+  mx::Dtype dt = idx.dtype();
+  mx::array ok = hi <= type_max(t) ? mx::less_equal(idx, mx::array(hi, dt))
+                                   : mx::full(idx.shape(), true, mx::bool_);
+  if (hi < 0) ok = mx::zeros(idx.shape(), mx::bool_);
+  if (compiler::is_signed_int(t)) ok = mx::logical_and(ok, mx::greater_equal(idx, mx::array(0, dt)));
+  return ok;
+}
+
+}  // namespace ops
+
+namespace {
+
+using namespace ops;
+
+// ---- dynamic_slice / dynamic_update_slice -----------------------------------
+
+Kernel lower_dynamic_slice(LowerCtx& ctx) {
+  const auto& in = ctx.in(0);
+  auto sizes = ctx.inst().attr_ints("slice_sizes");
+  if (static_cast<int64_t>(sizes.size()) != in.rank() ||
+      static_cast<int64_t>(ctx.num_in()) != in.rank() + 1)
+    ctx.fail("expects one start index and one slice size per dim of ", in.str());
+  std::vector<int64_t> hi(in.rank());
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    if (sizes[d] < 0 || sizes[d] > in.shape[d])
+      ctx.fail("slice size ", sizes[d], " does not fit dim ", d, " of ", in.str());
+    hi[d] = in.shape[d] - sizes[d];
+  }
+  DType it = ctx.num_in() > 1 ? ctx.in(1).dtype : DType::kS32;
+  mx::Shape out_shape = to_shape(sizes);
+  int64_t out_elems = ctx.out(0).num_elements();
+  mx::Dtype odt = to_mlx(ctx.out(0).dtype);
+  std::vector<int> axes(in.rank());
+  std::iota(axes.begin(), axes.end(), 0);
+  return nary([=](const Arrays& args) {
+    if (axes.empty()) return args[0];
+    if (out_elems == 0) return mx::zeros(out_shape, odt);
+    std::vector<mx::array> starts;
+    for (size_t d = 0; d < axes.size(); ++d)
+      starts.push_back(mx::reshape(clamp_index(args[d + 1], it, hi[d]), {1}));
+    return mx::slice(args[0], mx::concatenate(starts, 0), axes, out_shape);
+  });
+}
+
+Kernel lower_dynamic_update_slice(LowerCtx& ctx) {
+  const auto& in = ctx.in(0);
+  const auto& upd = ctx.in(1);
+  if (upd.rank() != in.rank() || static_cast<int64_t>(ctx.num_in()) != in.rank() + 2)
+    ctx.fail("expects an update of the operand's rank and one start index per dim");
+  std::vector<int64_t> hi(in.rank());
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    if (upd.shape[d] > in.shape[d])
+      ctx.fail("update ", upd.str(), " does not fit in ", in.str());
+    hi[d] = in.shape[d] - upd.shape[d];
+  }
+  DType it = ctx.num_in() > 2 ? ctx.in(2).dtype : DType::kS32;
+  bool empty = upd.num_elements() == 0;
+  std::vector<int> axes(in.rank());
+  std::iota(axes.begin(), axes.end(), 0);
+  return nary([=](const Arrays& args) {
+    if (empty) return args[0];
+    if (axes.empty()) return args[1];
+    std::vector<mx::array> starts;
+    for (size_t d = 0; d < axes.size(); ++d)
+      starts.push_back(mx::reshape(clamp_index(args[d + 2], it, hi[d]), {1}));
+    return mx::slice_update(args[0], args[1], mx::concatenate(starts, 0), axes);
+  });
+}
+
+// ---- shared gather/scatter index preparation ---------------------------------
+
+// The index arrays MLX's gather/scatter take, one per operand axis in `axes`,
+// each of the batch shape (start_indices without index_vector_dim).
+struct IndexPlan {
+  int64_t index_vector_dim;
+  int64_t indices_rank;
+  std::vector<int64_t> index_map;       // operand dim of each index component
+  std::vector<int64_t> batching_operand;  // operand batching dims
+  std::vector<int64_t> batching_indices;  // their dims in start_indices
+  std::vector<int> axes;                // MLX axes: index_map then batching_operand
+  std::vector<int64_t> batch_shape;     // start_indices shape without index_vector_dim
+  DType index_type;
+};
+
+IndexPlan plan_indices(LowerCtx& ctx, const compiler::TensorType& indices,
+                       int64_t index_vector_dim, std::vector<int64_t> index_map,
+                       std::vector<int64_t> batching_operand,
+                       std::vector<int64_t> batching_indices) {
+  IndexPlan p;
+  p.index_vector_dim = index_vector_dim;
+  p.indices_rank = indices.rank();
+  p.index_map = std::move(index_map);
+  p.batching_operand = std::move(batching_operand);
+  p.batching_indices = std::move(batching_indices);
+  p.index_type = indices.dtype;
+  if (!compiler::is_integer(indices.dtype)) ctx.fail("indices must be integers, got ", indices.str());
+  int64_t n_components = index_vector_dim < indices.rank() ? indices.shape[index_vector_dim] : 1;
+  if (n_components != static_cast<int64_t>(p.index_map.size()))
+    ctx.fail("index vector has ", n_components, " components for ", p.index_map.size(),
+             " mapped dims");
+  for (int64_t d = 0; d < indices.rank(); ++d)
+    if (d != index_vector_dim) p.batch_shape.push_back(indices.shape[d]);
+  for (int64_t d : p.index_map) p.axes.push_back(static_cast<int>(d));
+  for (int64_t d : p.batching_operand) p.axes.push_back(static_cast<int>(d));
+  return p;
+}
+
+// Position of start_indices dim `d` among the batch dims.
+int64_t batch_pos(const IndexPlan& p, int64_t d) {
+  return d < p.index_vector_dim ? d : d - 1;
+}
+
+// The raw index component k (shape batch_shape), in the index type.
+mx::array component(const IndexPlan& p, const mx::array& indices, int64_t k) {
+  if (p.index_vector_dim >= p.indices_rank) return indices;  // implicit trailing 1
+  mx::Shape start(p.indices_rank, 0), stop(indices.shape().begin(), indices.shape().end());
+  start[p.index_vector_dim] = static_cast<int32_t>(k);
+  stop[p.index_vector_dim] = static_cast<int32_t>(k + 1);
+  return mx::squeeze(mx::slice(indices, start, stop), p.index_vector_dim);
+}
+
+// iota over batch dim `pos`, broadcast to the batch shape (int32).
+mx::array batch_iota(const IndexPlan& p, int64_t pos) {
+  mx::Shape shape(p.batch_shape.size(), 1);
+  shape[pos] = static_cast<int32_t>(p.batch_shape[pos]);
+  mx::array a = mx::reshape(mx::arange(0, static_cast<int>(p.batch_shape[pos]), 1), shape);
+  return mx::broadcast_to(a, to_shape(p.batch_shape));
+}
+
+// ---- gather -----------------------------------------------------------------
+
+Kernel lower_gather(LowerCtx& ctx) {
+  const auto& inst = ctx.inst();
+  const auto& operand = ctx.in(0);
+  const auto& out = ctx.out(0);
+  const std::string k = "dimension_numbers.";
+  auto offset_dims = inst.attr_ints(k + "offset_dims", {});
+  auto collapsed = inst.attr_ints(k + "collapsed_slice_dims", {});
+  auto slice_sizes = inst.attr_ints("slice_sizes");
+  IndexPlan p = plan_indices(ctx, ctx.in(1), inst.attr_int(k + "index_vector_dim"),
+                             inst.attr_ints(k + "start_index_map", {}),
+                             inst.attr_ints(k + "operand_batching_dims", {}),
+                             inst.attr_ints(k + "start_indices_batching_dims", {}));
+  if (static_cast<int64_t>(slice_sizes.size()) != operand.rank())
+    ctx.fail("slice_sizes has ", slice_sizes.size(), " entries for ", operand.str());
+  std::vector<int64_t> hi(operand.rank());
+  for (int64_t d = 0; d < operand.rank(); ++d) {
+    if (slice_sizes[d] > operand.shape[d])
+      ctx.fail("slice size ", slice_sizes[d], " exceeds dim ", d, " of ", operand.str());
+    hi[d] = operand.shape[d] - slice_sizes[d];
+  }
+  // Dims of the gathered slice that disappear from the result.
+  std::vector<int> squeeze;
+  for (int64_t d = 0; d < operand.rank(); ++d)
+    if (std::count(collapsed.begin(), collapsed.end(), d) ||
+        std::count(p.batching_operand.begin(), p.batching_operand.end(), d))
+      squeeze.push_back(static_cast<int>(p.batch_shape.size() + d));
+  // MLX returns [batch..., offset...]; StableHLO puts offset dims at
+  // offset_dims and batch dims, in order, everywhere else.
+  std::vector<int> perm;
+  int64_t nb = static_cast<int64_t>(p.batch_shape.size());
+  for (int64_t r = 0, b = 0; r < out.rank(); ++r) {
+    auto it = std::find(offset_dims.begin(), offset_dims.end(), r);
+    perm.push_back(it != offset_dims.end() ? static_cast<int>(nb + (it - offset_dims.begin()))
+                                           : static_cast<int>(b++));
+  }
+  bool identity_perm = std::is_sorted(perm.begin(), perm.end());
+  mx::Shape mlx_slice = to_shape(slice_sizes);
+  mx::Shape out_shape = to_mlx_shape(out.shape);
+  mx::Dtype odt = to_mlx(out.dtype);
+  bool empty = out.num_elements() == 0;
+  return binary([=](const mx::array& a, const mx::array& indices) {
+    if (empty) return mx::zeros(out_shape, odt);
+    std::vector<mx::array> idx;
+    for (size_t c = 0; c < p.index_map.size(); ++c)
+      idx.push_back(clamp_index(component(p, indices, c), p.index_type, hi[p.index_map[c]]));
+    for (int64_t d : p.batching_indices) idx.push_back(batch_iota(p, batch_pos(p, d)));
+    mx::array g = [&] {
+      if (idx.empty()) {
+        // No indexed dim: every batch element reads the same leading slice.
+        mx::array s = mx::slice(a, mx::Shape(a.ndim(), 0), mlx_slice);
+        mx::Shape full = to_shape(p.batch_shape);
+        full.insert(full.end(), mlx_slice.begin(), mlx_slice.end());
+        mx::Shape ones(p.batch_shape.size(), 1);
+        ones.insert(ones.end(), mlx_slice.begin(), mlx_slice.end());
+        return mx::broadcast_to(mx::reshape(s, ones), full);
+      }
+      return mx::gather(a, idx, p.axes, mlx_slice);
+    }();
+    if (!squeeze.empty()) g = mx::squeeze(g, squeeze);
+    if (!identity_perm) g = mx::transpose(g, perm);
+    return mx::reshape(g, out_shape);
+  });
+}
+
+// ---- scatter ----------------------------------------------------------------
+
+enum class ScatterKind { kSet, kAdd, kMul, kMax, kMin };
+
+std::optional<ScatterKind> match_scatter_body(const compiler::Region& body, DType t) {
+  if (body.params.size() != 2 || body.returns.size() != 1) return std::nullopt;
+  if (body.body.empty() && body.returns[0] == body.params[1]) return ScatterKind::kSet;
+  if (body.body.size() != 1) return std::nullopt;
+  const auto& inst = body.body[0];
+  if (inst.results.size() != 1 || inst.results[0] != body.returns[0] || inst.operands.size() != 2)
+    return std::nullopt;
+  auto a = inst.operands[0], b = inst.operands[1];
+  if (!((a == body.params[0] && b == body.params[1]) || (a == body.params[1] && b == body.params[0])))
+    return std::nullopt;
+  bool pred = t == DType::kPred;
+  switch (inst.op) {
+    case compiler::Opcode::add: return pred ? ScatterKind::kMax : ScatterKind::kAdd;
+    case compiler::Opcode::multiply: return pred ? ScatterKind::kMin : ScatterKind::kMul;
+    case compiler::Opcode::maximum: case compiler::Opcode::or_: return ScatterKind::kMax;
+    case compiler::Opcode::minimum: case compiler::Opcode::and_: return ScatterKind::kMin;
+    default: return std::nullopt;
+  }
+}
+
+Kernel lower_scatter(LowerCtx& ctx) {
+  const auto& inst = ctx.inst();
+  if (ctx.num_in() != 3 || ctx.num_out() != 1)
+    ctx.fail("scatter of ", ctx.num_out(), " operands at once is not supported yet");
+  const auto& operand = ctx.in(0);
+  const auto& updates = ctx.in(2);
+  auto kind = match_scatter_body(inst.regions.at(0), operand.dtype);
+  if (!kind)
+    ctx.fail("update computation is not set/add/multiply/maximum/minimum of its parameters "
+             "(general bodies are not supported yet)");
+  const std::string k = "scatter_dimension_numbers.";
+  auto window_dims = inst.attr_ints(k + "update_window_dims", {});
+  auto inserted = inst.attr_ints(k + "inserted_window_dims", {});
+  IndexPlan p = plan_indices(ctx, ctx.in(1), inst.attr_int(k + "index_vector_dim"),
+                             inst.attr_ints(k + "scattered_dims_to_operand_dims", {}),
+                             inst.attr_ints(k + "input_batching_dims", {}),
+                             inst.attr_ints(k + "scatter_indices_batching_dims", {}));
+  if (p.axes.empty())
+    ctx.fail("scatter without scattered or batching dims is not supported yet");
+  // Updates: [scatter dims..., window dims...] -> insert size-1 dims for
+  // inserted/batching operand dims -> [batch..., full operand-rank window].
+  std::vector<int> upd_perm;
+  for (int64_t d = 0; d < updates.rank(); ++d)
+    if (!std::count(window_dims.begin(), window_dims.end(), d)) upd_perm.push_back(static_cast<int>(d));
+  for (int64_t d : window_dims) upd_perm.push_back(static_cast<int>(d));
+  mx::Shape full_window;
+  std::vector<int64_t> window(operand.rank(), 1);
+  for (int64_t d = 0, w = 0; d < operand.rank(); ++d) {
+    bool dropped = std::count(inserted.begin(), inserted.end(), d) ||
+                   std::count(p.batching_operand.begin(), p.batching_operand.end(), d);
+    if (!dropped) {
+      if (w >= static_cast<int64_t>(window_dims.size())) ctx.fail("update window has too few dims");
+      window[d] = updates.shape[window_dims[w++]];
+    }
+    full_window.push_back(static_cast<int32_t>(window[d]));
+  }
+  mx::Shape upd_shape = to_shape(p.batch_shape);
+  upd_shape.insert(upd_shape.end(), full_window.begin(), full_window.end());
+  std::vector<int64_t> hi(operand.rank());
+  for (int64_t d = 0; d < operand.rank(); ++d) hi[d] = operand.shape[d] - window[d];
+  // Windows that do not fit are dropped (XLA): they are redirected into a
+  // scratch block appended to the first indexed axis, then sliced away.
+  int pad_axis = p.axes.front();
+  int64_t pad_size = pad_axis >= 0 ? window[pad_axis] : 0;
+  mx::Shape operand_shape = to_mlx_shape(operand.shape);
+  ScatterKind sk = *kind;
+  bool empty = updates.num_elements() == 0 || operand.num_elements() == 0;
+  return nary([=](const Arrays& args) {
+    const mx::array& a = args[0];
+    if (empty) return a;
+    mx::array u = mx::reshape(mx::transpose(args[2], upd_perm), upd_shape);
+    std::vector<mx::array> idx;
+    mx::array valid = mx::full(to_shape(p.batch_shape), true, mx::bool_);
+    for (size_t c = 0; c < p.index_map.size(); ++c) {
+      mx::array raw = component(p, args[1], c);
+      valid = mx::logical_and(valid, index_in_range(raw, p.index_type, hi[p.index_map[c]]));
+      idx.push_back(clamp_index(raw, p.index_type, hi[p.index_map[c]]));
+    }
+    for (int64_t d : p.batching_indices) idx.push_back(batch_iota(p, batch_pos(p, d)));
+    mx::array base = a;
+    if (pad_axis >= 0 && !p.index_map.empty()) {
+      mx::Shape pad_shape = operand_shape;
+      pad_shape[pad_axis] = static_cast<int32_t>(pad_size);
+      base = mx::concatenate({a, mx::zeros(pad_shape, a.dtype())}, pad_axis);
+      mx::array trash = mx::full(idx[0].shape(), static_cast<int>(operand_shape[pad_axis]), mx::int32);
+      idx[0] = mx::where(valid, idx[0], trash);
+    }
+    mx::array r = [&] {
+      switch (sk) {
+        case ScatterKind::kSet: return mx::scatter(base, idx, u, p.axes);
+        case ScatterKind::kAdd: return mx::scatter_add(base, idx, u, p.axes);
+        case ScatterKind::kMul: return mx::scatter_prod(base, idx, u, p.axes);
+        case ScatterKind::kMax: return mx::scatter_max(base, idx, u, p.axes);
+        case ScatterKind::kMin: return mx::scatter_min(base, idx, u, p.axes);
+      }
+      return base;
+    }();
+    if (pad_axis >= 0 && !p.index_map.empty())
+      r = mx::slice(r, mx::Shape(r.ndim(), 0), operand_shape);
+    return r;
+  });
+}
+
+}  // namespace
+
+void register_indexing_ops(Registry& r) {
+  using compiler::Opcode;
+  r.add(Opcode::dynamic_slice, lower_dynamic_slice);
+  r.add(Opcode::dynamic_update_slice, lower_dynamic_update_slice);
+  r.add(Opcode::gather, lower_gather);
+  r.add(Opcode::scatter, lower_scatter);
+}
+
+}  // namespace pjrtx::backend
