@@ -112,6 +112,7 @@ void register_reduce_ops(Registry& r);
 void register_call_ops(Registry& r);
 void register_indexing_ops(Registry& r);
 void register_pad_ops(Registry& r);
+void register_bitcast_ops(Registry& r);
 
 template <typename... Args>
 void LowerCtx::fail(const Args&... args) const {
