@@ -29,6 +29,13 @@ std::shared_ptr<const RegionProgram> LowerCtx::lower_function(const std::string&
   return lowerer_.lower_function(name);
 }
 
+RunState LowerCtx::constant_state() const {
+  RunState st;
+  st.slots.resize(plan_.values.size());
+  for (const auto& [v, a] : lowerer_.constants()) st.slots[v] = a;
+  return st;
+}
+
 void LowerCtx::fail_message(const std::string& msg) const {
   std::string s = "[" + std::string(compiler::opcode_name(inst_.op)) + "] " + msg;
   if (!inst_.loc.empty()) s += " at " + inst_.loc;
@@ -68,7 +75,12 @@ Arrays RegionProgram::run(RunState& st, const Arrays& args) const {
   for (const Step& step : steps) {
     const Instruction& inst = *step.inst;
     ins.clear();
-    for (compiler::ValueId v : inst.operands) ins.push_back(*st.slots[v]);
+    for (compiler::ValueId v : inst.operands) {
+      if (!st.slots[v])
+        throw Error(ErrorCode::kInternal, "[" + inst.where() + "] operand %" + std::to_string(v) +
+                                              " has no value (a region read a value it cannot see)");
+      ins.push_back(*st.slots[v]);
+    }
     Arrays outs;
     try {
       outs = step.kernel(st, ins);
@@ -84,14 +96,28 @@ Arrays RegionProgram::run(RunState& st, const Arrays& args) const {
   }
   Arrays result;
   result.reserve(returns.size());
-  for (compiler::ValueId v : returns) result.push_back(*st.slots[v]);
+  for (compiler::ValueId v : returns) {
+    if (!st.slots[v]) throw Error(ErrorCode::kInternal, "pjrtx: region returns an unset value");
+    result.push_back(*st.slots[v]);
+  }
   return result;
+}
+
+Arrays RegionProgram::run_batched(RunState& st, const Arrays& args) const {
+  struct Restore {
+    RunState& st;
+    bool was;
+    ~Restore() { st.batched = was; }
+  } restore{st, st.batched};
+  st.batched = true;
+  return run(st, args);
 }
 
 std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
   auto prog = std::make_shared<RegionProgram>();
   prog->params = r.params;
   prog->returns = r.returns;
+  prog->num_slots = plan_.values.size();
   const Registry& reg = Registry::get();
   for (const Instruction& inst : r.body) {
     Lowering fn = reg.find(inst.op);
@@ -114,10 +140,13 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
       Arrays out = k(st, in);
       for (size_t i = 0; i < out.size() && i < want.size(); ++i) {
         const auto& a = out[i];
-        bool ok = a.ndim() == want[i].shape.size() &&
+        // Batched runs may add leading dims; the trailing dims must match.
+        size_t rank = want[i].shape.size();
+        size_t lead = a.ndim() >= rank ? a.ndim() - rank : 0;
+        bool ok = (st.batched ? a.ndim() >= rank : a.ndim() == rank) &&
                   from_mlx(a.dtype()) == want[i].dtype;
-        for (size_t d = 0; ok && d < a.ndim(); ++d)
-          ok = a.shape(d) == want[i].shape[d];
+        for (size_t d = 0; ok && d < rank; ++d)
+          ok = a.shape(static_cast<int>(lead + d)) == want[i].shape[d];
         if (!ok)
           throw Error(ErrorCode::kInternal,
                       "[" + inst.where() + "] lowering produced " +
@@ -125,6 +154,11 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
       }
       return out;
     };
+    if (inst.op == Opcode::constant && inst.results.size() == 1) {
+      // Remember constants: compile-time probes of regions that capture them.
+      RunState none;
+      constants_.emplace(inst.results[0], checked(none, {})[0]);
+    }
     prog->steps.push_back({std::move(checked), &inst});
   }
   return prog;
@@ -163,8 +197,18 @@ Kernel lower_call(LowerCtx& ctx) {
   auto body = ctx.lower_function(callee);
   return [body](RunState& st, const Arrays& in) { return body->run(st, in); };
 }
+// stablehlo.composite: run its decomposition function (fast paths for
+// composites we know come first in their own lowerings).
+Kernel lower_composite(LowerCtx& ctx) {
+  const std::string& callee = ctx.inst().attr_str("decomposition");
+  auto body = ctx.lower_function(callee);
+  return [body](RunState& st, const Arrays& in) { return body->run(st, in); };
+}
 }  // namespace
 
-void register_call_ops(Registry& r) { r.add(Opcode::call, lower_call); }
+void register_call_ops(Registry& r) {
+  r.add(Opcode::call, lower_call);
+  r.add(Opcode::composite, lower_composite);
+}
 
 }  // namespace pjrtx::backend

@@ -18,9 +18,11 @@ class Lowerer {
   explicit Lowerer(const compiler::Plan& plan) : plan_(plan) {}
   std::shared_ptr<const RegionProgram> lower_region(const compiler::Region& r);
   std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
+  const std::map<compiler::ValueId, mx::array>& constants() const { return constants_; }
 
  private:
   const compiler::Plan& plan_;
+  std::map<compiler::ValueId, mx::array> constants_;
   std::map<std::string, std::shared_ptr<const RegionProgram>> functions_;
   std::set<std::string> in_progress_;
 };

@@ -14,6 +14,7 @@ Registry::Registry() : table_(static_cast<size_t>(compiler::Opcode::kCount), nul
   register_indexing_ops(*this);
   register_pad_ops(*this);
   register_bitcast_ops(*this);
+  register_sort_ops(*this);
 }
 
 Registry& Registry::get() {

@@ -26,6 +26,10 @@ using Arrays = std::vector<mx::array>;
 // regions and called functions share it).
 struct RunState {
   std::vector<std::optional<mx::array>> slots;
+  // Batched evaluation of a region (a comparator or reduction body run on
+  // whole arrays of scalar pairs at once): values may carry extra leading
+  // dims beyond the plan's types.
+  bool batched = false;
 };
 
 using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;
@@ -39,8 +43,13 @@ struct RegionProgram {
   std::vector<compiler::ValueId> params;
   std::vector<Step> steps;
   std::vector<compiler::ValueId> returns;
+  size_t num_slots = 0;  // the plan's value count
 
   Arrays run(RunState& st, const Arrays& args) const;
+  // Runs the region batched: every param may have extra leading dims (MLX
+  // broadcasting lines them up); for element-wise bodies. `st` supplies the
+  // values the region captures from enclosing scopes.
+  Arrays run_batched(RunState& st, const Arrays& args) const;
 };
 
 class Lowerer;
@@ -61,6 +70,9 @@ class LowerCtx {
   size_t num_out() const { return inst_.results.size(); }
   std::shared_ptr<const RegionProgram> lower_region(const compiler::Region& r);
   std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
+  // A run state holding the plan's constants lowered so far, for evaluating
+  // a region at compile time (probes); other captured values stay unset.
+  RunState constant_state() const;
 
   // Throws INVALID_ARGUMENT "[<op>] <message> at <loc>".
   template <typename... Args>
@@ -113,6 +125,7 @@ void register_call_ops(Registry& r);
 void register_indexing_ops(Registry& r);
 void register_pad_ops(Registry& r);
 void register_bitcast_ops(Registry& r);
+void register_sort_ops(Registry& r);
 
 template <typename... Args>
 void LowerCtx::fail(const Args&... args) const {
