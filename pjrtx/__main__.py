@@ -20,22 +20,26 @@ def doctor() -> int:
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    print(f"pjrtx      {pjrtx.__version__} (extension {ext.__version__}, contract {ext.CONTRACT_VERSION})")
+    # A build without a project version (a plain CMake dev build) reports "".
+    print(f"pjrtx      {pjrtx.__version__} (extension {ext.__version__ or 'dev'}, "
+          f"contract {ext.CONTRACT_VERSION})")
     print(f"jax        {version('jax')}")
     print(f"jaxlib     {version('jaxlib')}")
     print(f"mlx        {version('mlx')} (C++ library {ext.mlx_version()})")
     print(f"library    {ext.__file__}")
+    ok = True
     try:
         device = ext.device_backend(env.get("PJRTX_DEVICE"))
-    except Exception as e:  # a bad PJRTX_DEVICE value
+    except Exception as e:  # a bad PJRTX_DEVICE value: JAX would fail to start the backend
         device = f"unavailable: {e}"
+        ok = False
     print(f"device     {device} (PJRTX_DEVICE={env.get('PJRTX_DEVICE')})")
     print(f"PJRT API   {'.'.join(map(str, ext.abi_version()))}")
     print(f"lowerings  {len(ext.supported_ops())} StableHLO ops")
     print("variables:")
     for v in env.variables():
         print(f"  {v.name:<16} = {v.value!r:<10} {v.description} (default {v.default!r})")
-    return 0
+    return 0 if ok else 1
 
 
 def conformance(args) -> int:

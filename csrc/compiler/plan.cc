@@ -1,5 +1,7 @@
 #include "compiler/plan.h"
 
+#include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "compiler/error.h"
@@ -28,6 +30,96 @@ void join(std::ostringstream& os, const std::vector<T>& v) {
   os << ']';
 }
 
+float half_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float f;
+  if (exp == 0) {  // zero or subnormal: man * 2^-24
+    f = static_cast<float>(man) * (1.0f / 16777216.0f);
+    return sign ? -f : f;
+  }
+  uint32_t bits = sign | (exp == 31 ? (0xffu << 23) | (man << 13)
+                                    : ((exp + 112) << 23) | (man << 13));
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// One element of dense data as text; floats keep every digit that matters
+// (%.9g for f32, %.17g for f64) so a printed plan shows exact constants.
+void dense_element(std::ostringstream& os, const DenseData& d, size_t i) {
+  const uint8_t* p = d.bytes.data() + i * dtype_size(d.type.dtype);
+  auto load = [p](auto zero, size_t off = 0) {
+    decltype(zero) v;
+    std::memcpy(&v, p + off, sizeof v);
+    return v;
+  };
+  auto real = [&os](double v, int digits) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    os << buf;
+  };
+  switch (d.type.dtype) {
+    case DType::kPred: os << (load(uint8_t{}) ? "true" : "false"); break;
+    case DType::kS8: os << int(load(int8_t{})); break;
+    case DType::kS16: os << load(int16_t{}); break;
+    case DType::kS32: os << load(int32_t{}); break;
+    case DType::kS64: os << load(int64_t{}); break;
+    case DType::kU8: os << unsigned(load(uint8_t{})); break;
+    case DType::kU16: os << load(uint16_t{}); break;
+    case DType::kU32: os << load(uint32_t{}); break;
+    case DType::kU64: os << load(uint64_t{}); break;
+    case DType::kF16: real(half_to_float(load(uint16_t{})), 9); break;
+    case DType::kBF16: {
+      uint32_t bits = uint32_t(load(uint16_t{})) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      real(f, 9);
+      break;
+    }
+    case DType::kF32: real(load(float{}), 9); break;
+    case DType::kF64: real(load(double{}), 17); break;
+    case DType::kC64:
+      os << '(';
+      real(load(float{}), 9);
+      os << ',';
+      real(load(float{}, 4), 9);
+      os << ')';
+      break;
+    case DType::kC128:
+      os << '(';
+      real(load(double{}), 17);
+      os << ',';
+      real(load(double{}, 8), 17);
+      os << ')';
+      break;
+    default: os << '?';
+  }
+}
+
+// "dense<f32[4] splat 1.5>", "dense<s32[3] [1,2,3]>"; more than 16
+// elements print as the first 8 and the last 2, so dumps of programs with
+// large constants stay readable.
+void dense_to_string(std::ostringstream& os, const DenseData& d) {
+  os << "dense<" << d.type.str();
+  size_t esize = static_cast<size_t>(dtype_size(d.type.dtype));
+  size_t n = esize == 0 ? 0 : d.bytes.size() / esize;
+  if (d.splat) {
+    os << " splat ";
+    if (n >= 1) dense_element(os, d, 0);
+  } else {
+    os << " [";
+    for (size_t i = 0; i < n; ++i) {
+      if (n > 16 && i == 8) {
+        os << ",...";
+        i = n - 2;
+      }
+      if (i) os << ',';
+      dense_element(os, d, i);
+    }
+    os << ']';
+  }
+  os << '>';
+}
+
 }  // namespace
 
 std::string attr_to_string(const AttrValue& v) {
@@ -45,7 +137,7 @@ std::string attr_to_string(const AttrValue& v) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           os << '"' << x << '"';
         } else if constexpr (std::is_same_v<T, std::shared_ptr<const DenseData>>) {
-          os << "dense<" << x->type.str() << (x->splat ? ", splat" : "") << ">";
+          dense_to_string(os, *x);
         } else {
           join(os, x);
         }

@@ -2,6 +2,8 @@
 // the entry points.
 #include <array>
 #include <atomic>
+#include <iterator>
+#include <string>
 
 #include "pjrt/entry_points.h"
 #include "pjrt/error.h"
@@ -84,10 +86,22 @@ compiler::DType from_pjrt_type(PJRT_Buffer_Type t) {
     case PJRT_Buffer_Type_F32: return DType::kF32;
     case PJRT_Buffer_Type_F64: return DType::kF64;
     case PJRT_Buffer_Type_C64: return DType::kC64;
-    default:
-      unimplemented("pjrtx: PJRT element type ", static_cast<int>(t),
+    default: {
+      // Name the type as XLA spells it: "element type 15" means nothing to
+      // someone who passed a complex128 array.
+      static const char* const kNames[] = {
+          "invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+          "f16", "f32", "f64", "bf16", "c64", "c128", "f8e5m2", "f8e4m3fn",
+          "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "s4", "u4", "token", "s2", "u2",
+          "f8e4m3", "f8e3m4", "f8e8m0fnu", "f4e2m1fn", "s1", "u1"};
+      int i = static_cast<int>(t);
+      std::string name = i >= 0 && i < static_cast<int>(std::size(kNames))
+                             ? std::string(kNames[i])
+                             : "PJRT element type " + std::to_string(i);
+      unimplemented("pjrtx: element type ", name,
                     " is not supported on MLX (supported: pred, s8-s64, u8-u64, f16, bf16, "
                     "f32, f64, c64)");
+    }
   }
 }
 

@@ -11,11 +11,16 @@ Buffer::~Buffer() = default;
 
 void Buffer::set_array(mx::array a) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!deleted_) array_ = std::make_unique<mx::array>(std::move(a));
+  // A deleted buffer still takes its data while pending work holds a use.
+  if (!deleted_ || uses_ > 0) array_ = std::make_unique<mx::array>(std::move(a));
 }
 
 mx::array Buffer::array() const {
   if (deleted_) failed_precondition("pjrtx: buffer ", type_.str(), " was deleted");
+  return array_for_use();
+}
+
+mx::array Buffer::array_for_use() const {
   if (ErrorPtr e = ready_->error()) throw *e;
   std::lock_guard<std::mutex> lock(mu_);
   if (!array_)
@@ -23,12 +28,26 @@ mx::array Buffer::array() const {
   return *array_;
 }
 
+void Buffer::acquire_use(const char* who) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (deleted_) failed_precondition("pjrtx: ", who, ": buffer ", type_.str(), " was deleted");
+  ++uses_;
+}
+
+void Buffer::release_use() {
+  std::unique_ptr<mx::array> drop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--uses_ == 0 && deleted_) drop.swap(array_);
+  }
+}
+
 void Buffer::mark_deleted() {
   std::unique_ptr<mx::array> drop;
   {
     std::lock_guard<std::mutex> lock(mu_);
     deleted_ = true;
-    drop.swap(array_);
+    if (uses_ == 0) drop.swap(array_);
   }
   // `drop` is released here, outside the lock. An evaluated MLX array owns
   // only its data, so releasing it off the executor thread is safe.

@@ -35,6 +35,17 @@ class Buffer {
   // Drops the array (the memory goes back to MLX once no computation uses it).
   void mark_deleted();
   bool is_deleted() const { return deleted_.load(); }
+
+  // Work enqueued on the executor (execute, to-host, copy) holds a use from
+  // enqueue until it has read the array: PJRT lets the caller delete an
+  // argument right after dispatch (jax.Array.delete()), and the pending work
+  // must still see the data, as on XLA:CPU. acquire_use throws
+  // FAILED_PRECONDITION when the buffer is already deleted; array_for_use
+  // ignores a later delete; release_use drops a deleted buffer's array once
+  // the last use is gone.
+  void acquire_use(const char* who);
+  mx::array array_for_use() const;
+  void release_use();
   int64_t on_device_size() const { return type_.byte_size(); }
 
  private:
@@ -44,6 +55,26 @@ class Buffer {
   mutable std::mutex mu_;
   std::unique_ptr<mx::array> array_;  // (MLX stays out of this header)
   std::atomic<bool> deleted_{false};
+  int uses_ = 0;  // guarded by mu_
+};
+
+// Holds one use of a buffer for the lifetime of a task on the executor.
+class BufferUse {
+ public:
+  BufferUse(std::shared_ptr<Buffer> b, const char* who) : b_(std::move(b)) {
+    b_->acquire_use(who);
+  }
+  BufferUse(BufferUse&& o) noexcept : b_(std::move(o.b_)) {}
+  BufferUse(const BufferUse&) = delete;
+  BufferUse& operator=(const BufferUse&) = delete;
+  BufferUse& operator=(BufferUse&&) = delete;
+  ~BufferUse() {
+    if (b_) b_->release_use();
+  }
+  const std::shared_ptr<Buffer>& buffer() const { return b_; }
+
+ private:
+  std::shared_ptr<Buffer> b_;
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <limits>
 #include <mutex>
 #include <sstream>
 
@@ -20,6 +21,11 @@
 #ifndef PJRTX_VERSION
 #define PJRTX_VERSION "dev"
 #endif
+
+namespace {
+// Build systems that know no project version define PJRTX_VERSION as "".
+const char* pjrtx_version() { return PJRTX_VERSION[0] != '\0' ? PJRTX_VERSION : "dev"; }
+}  // namespace
 
 namespace pjrtx::runtime {
 
@@ -54,7 +60,7 @@ Client::Client() {
   backend::DeviceChoice choice = backend::choose_device(env_string("PJRTX_DEVICE"));
   // JAX's test utilities look for "cuda"/"rocm" in this string: keep them out.
   std::string label = choice.backend == "CUDA" ? "NVIDIA GPU" : choice.backend;
-  platform_version_ = std::string("pjrtx ") + PJRTX_VERSION + " (MLX " + backend::mlx_version() +
+  platform_version_ = std::string("pjrtx ") + pjrtx_version() + " (MLX " + backend::mlx_version() +
                       ", " + label + ")";
   std::string kind = "MLX " + choice.backend;
   executor_ = std::make_unique<Executor>(choice);
@@ -96,10 +102,11 @@ BufferPtr Client::buffer_from_host(const void* data, const compiler::TensorType&
 
 BufferPtr Client::copy_buffer(const BufferPtr& src, Device* device) {
   auto out = std::make_shared<Buffer>(src->type(), device, Event::create());
+  auto use = std::make_shared<BufferUse>(src, "copy");
   // Ordered after whatever produces `src` (the executor runs tasks in order).
-  executor_->post([src, out] {
+  executor_->post([use, out] {
     try {
-      out->set_array(src->array());
+      out->set_array(use->buffer()->array_for_use());
       out->ready_event()->set_ready();
     } catch (const Error& e) {
       out->ready_event()->set_error(std::make_shared<const Error>(e));
@@ -110,10 +117,11 @@ BufferPtr Client::copy_buffer(const BufferPtr& src, Device* device) {
 
 EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
   auto done = Event::create();
-  executor_->post([buffer, dst, dst_size, done] {
+  auto use = std::make_shared<BufferUse>(buffer, "device-to-host");
+  executor_->post([buffer, use, dst, dst_size, done] {
     Stopwatch sw;
     try {
-      backend::array_to_host(buffer->array(), dst, dst_size);
+      backend::array_to_host(use->buffer()->array_for_use(), dst, dst_size);
       done->set_ready();
     } catch (const Error& e) {
       done->set_error(std::make_shared<const Error>(e));
@@ -144,6 +152,39 @@ void dump(const std::string& dir, const compiler::Plan& plan, const std::string&
   std::ofstream(base + ".plan.txt") << compiler::print_plan(plan);
 }
 
+// Bytes of `t`, saturating instead of overflowing int64.
+int64_t checked_bytes(const compiler::TensorType& t) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t n = compiler::dtype_size(t.dtype);
+  for (int64_t d : t.shape) {
+    if (d == 0) return 0;
+    n = n > kMax / d ? kMax : n * d;
+  }
+  return n;
+}
+
+// MLX's CPU allocator does not fail on a malloc it cannot serve: the kernel
+// then writes through a null pointer on an MLX worker thread and the process
+// dies (f32[16777216,16777216] segfaults on a 23 GiB machine). A value larger
+// than the whole device memory limit cannot be evaluated anyway, so refuse
+// such a program here, naming the op, while it is still a Python error.
+void check_value_sizes(const compiler::Region& r, const compiler::Plan& plan, int64_t limit,
+                       const std::string& backend) {
+  auto check = [&](compiler::ValueId v, const std::string& where) {
+    const auto& t = plan.type(v);
+    int64_t bytes = checked_bytes(t);
+    if (bytes > limit)
+      invalid_argument("[", where, "] pjrtx: ", t.str(), " needs ", bytes,
+                       " bytes, more than the MLX ", backend, " memory limit of ", limit,
+                       " bytes");
+  };
+  for (compiler::ValueId v : r.params) check(v, "parameter");
+  for (const compiler::Instruction& inst : r.body) {
+    for (compiler::ValueId v : inst.results) check(v, inst.where());
+    for (const auto& sub : inst.regions) check_value_sizes(sub, plan, limit, backend);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::string_view format) {
@@ -160,6 +201,8 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
   auto plan = std::make_shared<const compiler::Plan>(
       fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
   if (!dump_dir.empty()) dump(dump_dir, *plan, mlir_text);
+  if (int64_t limit = memory_stats().limit; limit > 0)
+    for (const auto& f : plan->functions) check_value_sizes(f.body, *plan, limit, backend_name());
   auto program = executor_->run_sync([&] { return backend::Program::lower(plan); });
   auto exe = std::make_shared<LoadedExecutable>(this, plan, std::move(program),
                                                 fingerprint_of(code, backend_name()));

@@ -39,19 +39,26 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       invalid_argument("pjrtx: ", name(), " argument ", i, " is ", args[i]->type().str(),
                        " but the program expects ", param_types_[i].str());
   }
+  // Held until the run has read its inputs, so deleting an argument right
+  // after dispatch does not take the data from this run. (shared_ptr:
+  // std::function needs a copyable task.)
+  auto uses = std::make_shared<std::vector<BufferUse>>();
+  uses->reserve(args.size());
+  for (const auto& a : args) uses->emplace_back(a, "execute");
   Result result;
   result.done = Event::create();
   Device* device = client_->devices().front();
   for (const auto& t : output_types_)
     result.outputs.push_back(std::make_shared<Buffer>(t, device, Event::create()));
 
-  client_->executor().post([program = program_, args, outs = result.outputs,
-                            done = result.done, name = name()] {
+  client_->executor().post([program = program_, uses, outs = result.outputs,
+                            done = result.done, name = name()]() mutable {
     Stopwatch sw;
     try {
       backend::Arrays inputs;
-      inputs.reserve(args.size());
-      for (const auto& a : args) inputs.push_back(a->array());
+      inputs.reserve(uses->size());
+      for (const auto& u : *uses) inputs.push_back(u.buffer()->array_for_use());
+      uses.reset();  // the arrays in `inputs` keep the data alive from here
       backend::Arrays arrays = program->run(inputs);
       mx::eval(arrays);
       for (size_t i = 0; i < outs.size(); ++i) {

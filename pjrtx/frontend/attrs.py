@@ -97,8 +97,9 @@ def _parse_dense_text(text: str, dtype: str, npdt, shape: list[int]) -> tuple[by
         else:
             vals.append(float(tok) if comp in _BITS_OF else int(tok))
     if npdt in (np.complex64, np.complex128):
-        arr = np.array(vals, dtype=comp).reshape(-1, 2)
-        arr = (arr[:, 0] + 1j * arr[:, 1]).astype(npdt)
+        # Reinterpret (re, im) pairs: re + 1j * im would turn an infinite
+        # imaginary part into nan + inf*j.
+        arr = np.ascontiguousarray(np.array(vals, dtype=comp).reshape(-1, 2)).view(npdt).reshape(-1)
     else:
         arr = np.array(vals, dtype=npdt)
     splat = arr.size == 1 and count != 1
@@ -113,7 +114,8 @@ def dense(attr, text: str | None = None) -> "_pjrtx.Dense":
         return _pjrtx.Dense(dtype, shape, data, splat)
     if attr.is_splat:
         value = np.asarray(attr).reshape(-1)[:1].astype(npdt)
-        return _pjrtx.Dense(dtype, shape, value.tobytes(), True)
+        # One element is stored as is, as the text path does (same plan dumps).
+        return _pjrtx.Dense(dtype, shape, value.tobytes(), int(np.prod(shape)) != 1)
     arr = np.ascontiguousarray(np.asarray(attr), dtype=npdt)
     return _pjrtx.Dense(dtype, shape, arr.tobytes(), False)
 

@@ -13,10 +13,28 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import chlo, stablehlo
 
 _BYTECODE_MAGIC = b"ML\xefR"
+_REGISTRY = None
+
+
+def _upstream_dialects() -> ir.DialectRegistry:
+    # The registry JAX's own contexts use (func, arith, ...); built once.
+    global _REGISTRY
+    if _REGISTRY is None:
+        from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+
+        registry = ir.DialectRegistry()
+        _jax_mlir_ext.register_dialects(registry)
+        _REGISTRY = registry
+    return _REGISTRY
 
 
 def make_context() -> ir.Context:
     ctx = ir.Context()
+    # A portable artifact loads func itself when deserialized; MLIR text and
+    # plain bytecode need func (and the other upstream dialects JAX emits,
+    # e.g. arith in custom_call backend configs) registered up front.
+    ctx.append_dialect_registry(_upstream_dialects())
+    ctx.load_all_available_dialects()
     stablehlo.register_dialect(ctx)
     chlo.register_dialect(ctx)
     try:

@@ -1,0 +1,177 @@
+"""Host <-> device transfers: every dtype, scalars, zero-size arrays, strided
+host views, large arrays, and jit outputs that MLX holds as lazy views."""
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tests.oracle import assert_same
+
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+          np.uint64, np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.complex64]
+IDS = [np.dtype(d).name for d in DTYPES]
+
+
+@pytest.fixture
+def x64():
+    # 64-bit types stay 64-bit only with x64 on; restore whatever was set.
+    with jax.enable_x64(True):
+        yield
+
+
+def sample(dtype, shape):
+    """Distinct values with the dtype's edges (min/max, -0, inf, nan)."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dt == np.bool_:
+        flat = np.arange(n) % 3 == 1
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        flat = (np.arange(n, dtype=np.int64) * 37 % 251).astype(dt)
+        edges = np.array([info.min, info.max, 0, 1], dtype=dt)[:n]
+        flat[:edges.size] = edges
+    elif dt.kind == "c":
+        flat = (np.arange(n) * 0.25 - 3 + 1j * (np.arange(n)[::-1] * 0.5)).astype(dt)
+        edges = np.array([complex(np.inf, -np.inf), complex(-0.0, np.nan)], dtype=dt)[:n]
+        flat[:edges.size] = edges
+    else:
+        flat = (np.arange(n) * 0.375 - 5).astype(dt)
+        edges = np.array([np.inf, -np.inf, np.nan, -0.0], dtype=dt)[:n]
+        flat[:edges.size] = edges
+    return flat.reshape(shape)
+
+
+def check_round_trip(host, device):
+    got = np.asarray(jax.device_put(host, device))
+    assert got.dtype == host.dtype, (got.dtype, host.dtype)
+    assert got.shape == host.shape
+    # Byte-exact: NaN payloads and -0.0 must survive a transfer.
+    np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                  np.ascontiguousarray(host).view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_round_trip_every_dtype(dtype, pjrtx_device, x64):
+    for shape in [(), (1,), (7,), (2, 3, 4)]:
+        check_round_trip(sample(dtype, shape), pjrtx_device)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_zero_size(dtype, pjrtx_device, x64):
+    for shape in [(0,), (3, 0, 2), (0, 0)]:
+        check_round_trip(np.zeros(shape, dtype), pjrtx_device)
+        # and as a jit output (an MLX array with no data)
+        out = np.asarray(jax.jit(lambda a: a)(jax.device_put(np.zeros(shape, dtype), pjrtx_device)))
+        assert out.shape == shape and out.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_strided_host_views(dtype, pjrtx_device, x64):
+    base = sample(dtype, (4, 6, 5))
+    views = {
+        "every_other": base[:, ::2],
+        "transpose": base.T,
+        "negative": base[::-1],
+        "negative_inner": base[:, :, ::-1],
+        "broadcast": np.broadcast_to(base[:1, :1], (3, 6, 5)),
+        "broadcast_row": np.broadcast_to(base[0, 0], (4, 5)),
+        "fortran": np.asfortranarray(base),
+        "slice": base[1:3, 2:5, 1:4],
+    }
+    for name, v in views.items():
+        assert not v.flags.c_contiguous, name  # the strided path is what is tested
+        got = np.asarray(jax.device_put(v, pjrtx_device))
+        assert got.shape == v.shape and got.dtype == v.dtype, name
+        np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(v).view(np.uint8),
+                                      err_msg=name)
+
+
+def test_strided_view_as_jit_argument(pjrtx_device):
+    base = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    for v in [base[:, ::2], base.T, base[::-1, :, ::-2], np.broadcast_to(base[:, :1], (3, 4, 5))]:
+        assert_same(lambda a: a * 2 + 1, v)
+
+
+def test_large_array(pjrtx_device):
+    host = np.random.default_rng(1).standard_normal(1 << 20).astype(np.float32)
+    x = jax.device_put(host, pjrtx_device)
+    np.testing.assert_array_equal(np.asarray(x), host)
+    y = jax.jit(lambda a: a[::-1] * 2)(x)
+    np.testing.assert_array_equal(np.asarray(y), host[::-1] * 2)
+    strided = np.random.default_rng(2).standard_normal((1024, 2048)).astype(np.float32)[:, ::2]
+    np.testing.assert_array_equal(np.asarray(jax.device_put(strided, pjrtx_device)), strided)
+
+
+def test_python_scalars_and_0d(pjrtx_device, x64):
+    for v in [True, 3, -2.5, np.complex64(1 + 2j), np.float16(1.5), np.int8(-128),
+              np.uint64(2 ** 64 - 1)]:
+        got = np.asarray(jax.device_put(v, pjrtx_device))
+        want = np.asarray(jax.device_put(v, jax.devices("cpu")[0]))
+        assert got.dtype == want.dtype and got.shape == ()
+        assert got == want
+
+
+# ---- jit outputs that MLX keeps as views ------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, ml_dtypes.bfloat16, np.complex64,
+                                   np.bool_, np.uint8], ids=lambda d: np.dtype(d).name)
+def test_view_outputs(dtype, x64):
+    a = sample(dtype, (3, 4, 5))
+    cases = {
+        "transpose": lambda a: a.T,
+        "transpose_102": lambda a: jnp.transpose(a, (1, 0, 2)),
+        "broadcast": lambda a: jnp.broadcast_to(a[:, :1], (3, 4, 5)),
+        "broadcast_new_axis": lambda a: jnp.broadcast_to(a[0, 0], (2, 3, 5)),
+        "slice_step": lambda a: a[::2, 1::2, ::-1],
+        "reverse": lambda a: a[::-1],
+        "reshape_of_transpose": lambda a: a.T.reshape(20, 3),
+        "several": lambda a: (a.T, a[1], jnp.broadcast_to(a[:1], (4, 4, 5))),
+    }
+    # One program returning every case: one compile per backend.
+    assert_same(lambda a: {name: f(a) for name, f in cases.items()}, a)
+
+
+def test_identity_jit_aliases_input(pjrtx_device):
+    host = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = jax.device_put(host, pjrtx_device)
+    y = jax.jit(lambda a: a)(x)
+    np.testing.assert_array_equal(np.asarray(y), host)
+    # the output shares data with the input: deleting one leaves the other
+    x.delete()
+    np.testing.assert_array_equal(np.asarray(y), host)
+    z = jax.jit(lambda a, b: (b, a, a))(y, jax.device_put(np.int32(7), pjrtx_device))
+    y.delete()
+    assert int(z[0]) == 7
+    np.testing.assert_array_equal(np.asarray(z[1]), host)
+    np.testing.assert_array_equal(np.asarray(z[2]), host)
+
+
+def test_jit_output_reused_as_input_many_times(pjrtx_device):
+    x = jax.device_put(np.arange(6, dtype=np.float32).reshape(2, 3), pjrtx_device)
+    f = jax.jit(lambda a: a.T[::-1])
+    want = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for _ in range(5):
+        x, want = f(x), want.T[::-1]
+    np.testing.assert_array_equal(np.asarray(x), want)
+
+
+def test_copy_to_host_async(pjrtx_device):
+    x = jax.jit(lambda a: a.T * 2)(jax.device_put(np.arange(6.0, dtype=np.float32).reshape(2, 3)))
+    x.copy_to_host_async()
+    np.testing.assert_array_equal(np.asarray(x), (np.arange(6.0).reshape(2, 3).T * 2))
+
+
+def test_transfer_between_backends(pjrtx_device, cpu_device):
+    host = sample(np.float32, (5, 3))
+    x = jax.device_put(host, pjrtx_device)
+    on_cpu = jax.device_put(x, cpu_device)
+    assert on_cpu.devices() == {cpu_device}
+    back = jax.device_put(on_cpu, pjrtx_device)
+    np.testing.assert_array_equal(np.asarray(back).view(np.uint32), host.view(np.uint32))
+
+
+def test_complex128_is_refused_by_name(pjrtx_device, x64):
+    # MLX has no complex128; the error names the type instead of a PJRT number.
+    with pytest.raises(Exception, match=r"element type c128 is not supported"):
+        jax.device_put(np.ones(3, np.complex128), pjrtx_device)
