@@ -1,6 +1,7 @@
 #include "backend/mlx/program.h"
 
 #include <mlx/ops.h>
+#include <mlx/transforms.h>
 
 #include "backend/mlx/dtype.h"
 #include "compiler/error.h"
@@ -29,6 +30,12 @@ std::shared_ptr<const RegionProgram> LowerCtx::lower_function(const std::string&
   return lowerer_.lower_function(name);
 }
 
+std::optional<mx::array> LowerCtx::constant_value(compiler::ValueId v) const {
+  auto it = lowerer_.constants().find(v);
+  if (it == lowerer_.constants().end()) return std::nullopt;
+  return it->second;
+}
+
 RunState LowerCtx::constant_state() const {
   RunState st;
   st.slots.resize(plan_.values.size());
@@ -55,7 +62,8 @@ std::string shape_str(const mx::array& a) {
     throw;
   } catch (const Error& e) {
     std::string msg = e.what();
-    if (!msg.empty() && msg[0] == '[') throw;  // already names its op
+    // Already names its op (and maybe location): keep it as it is.
+    if (!msg.empty() && (msg[0] == '[' || msg.rfind("pjrtx: unsupported op", 0) == 0)) throw;
     throw Error(e.code(), "[" + inst.where() + "] " + msg);
   } catch (const std::exception& e) {
     throw Error(ErrorCode::kInternal, "[" + inst.where() + "] " + e.what());
@@ -154,14 +162,55 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
       }
       return out;
     };
-    if (inst.op == Opcode::constant && inst.results.size() == 1) {
-      // Remember constants: compile-time probes of regions that capture them.
-      RunState none;
-      constants_.emplace(inst.results[0], checked(none, {})[0]);
+    if (auto folded = fold(inst, checked)) {
+      // Every run hands out the values computed here once.
+      checked = [values = std::move(*folded)](RunState&, const Arrays&) { return values; };
     }
     prog->steps.push_back({std::move(checked), &inst});
   }
   return prog;
+}
+
+namespace {
+// Ops that are not pure functions of their operands, or that carry regions
+// or calls: never folded.
+bool foldable(const Instruction& inst) {
+  if (!inst.regions.empty()) return false;
+  switch (inst.op) {
+    case Opcode::call: case Opcode::composite: case Opcode::custom_call:
+    case Opcode::infeed: case Opcode::outfeed: case Opcode::send: case Opcode::recv:
+    case Opcode::rng: case Opcode::create_token: case Opcode::after_all:
+    case Opcode::optimization_barrier: case Opcode::partition_id: case Opcode::replica_id:
+      return false;
+    default:
+      return true;
+  }
+}
+// Larger results stay lazy per run rather than being stored with the program.
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
+}  // namespace
+
+std::optional<Arrays> Lowerer::fold(const Instruction& inst, const Kernel& kernel) {
+  if (!foldable(inst)) return std::nullopt;
+  Arrays args;
+  for (auto v : inst.operands) {
+    auto it = constants_.find(v);
+    if (it == constants_.end()) return std::nullopt;
+    args.push_back(it->second);
+  }
+  for (auto v : inst.results)
+    if (plan_.type(v).num_elements() > kMaxFoldedElements) return std::nullopt;
+  RunState st;
+  st.slots.resize(plan_.values.size());
+  Arrays values;
+  try {
+    values = kernel(st, args);
+    mx::eval(values);
+  } catch (const std::exception&) {
+    return std::nullopt;  // the run reports it, with its context
+  }
+  for (size_t i = 0; i < values.size(); ++i) constants_.insert_or_assign(inst.results[i], values[i]);
+  return values;
 }
 
 std::shared_ptr<const RegionProgram> Lowerer::lower_function(const std::string& name) {

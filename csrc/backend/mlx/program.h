@@ -21,6 +21,10 @@ class Lowerer {
   const std::map<compiler::ValueId, mx::array>& constants() const { return constants_; }
 
  private:
+  // Computes an instruction whose operands are all constants once, at
+  // compile time, and records its results as constants.
+  std::optional<Arrays> fold(const compiler::Instruction& inst, const Kernel& kernel);
+
   const compiler::Plan& plan_;
   std::map<compiler::ValueId, mx::array> constants_;
   std::map<std::string, std::shared_ptr<const RegionProgram>> functions_;

@@ -15,6 +15,8 @@ Registry::Registry() : table_(static_cast<size_t>(compiler::Opcode::kCount), nul
   register_pad_ops(*this);
   register_bitcast_ops(*this);
   register_sort_ops(*this);
+  register_control_ops(*this);
+  register_reduce_window_ops(*this);
 }
 
 Registry& Registry::get() {

@@ -73,6 +73,8 @@ class LowerCtx {
   // A run state holding the plan's constants lowered so far, for evaluating
   // a region at compile time (probes); other captured values stay unset.
   RunState constant_state() const;
+  // The value of `v` when a constant instruction defines it.
+  std::optional<mx::array> constant_value(compiler::ValueId v) const;
 
   // Throws INVALID_ARGUMENT "[<op>] <message> at <loc>".
   template <typename... Args>
@@ -126,6 +128,8 @@ void register_indexing_ops(Registry& r);
 void register_pad_ops(Registry& r);
 void register_bitcast_ops(Registry& r);
 void register_sort_ops(Registry& r);
+void register_control_ops(Registry& r);
+void register_reduce_window_ops(Registry& r);
 
 template <typename... Args>
 void LowerCtx::fail(const Args&... args) const {
