@@ -17,6 +17,7 @@ Registry::Registry() : table_(static_cast<size_t>(compiler::Opcode::kCount), nul
   register_sort_ops(*this);
   register_control_ops(*this);
   register_reduce_window_ops(*this);
+  register_convolution_ops(*this);
 }
 
 Registry& Registry::get() {

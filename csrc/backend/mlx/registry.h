@@ -130,6 +130,7 @@ void register_bitcast_ops(Registry& r);
 void register_sort_ops(Registry& r);
 void register_control_ops(Registry& r);
 void register_reduce_window_ops(Registry& r);
+void register_convolution_ops(Registry& r);
 
 template <typename... Args>
 void LowerCtx::fail(const Args&... args) const {
