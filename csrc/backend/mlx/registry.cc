@@ -18,6 +18,7 @@ Registry::Registry() : table_(static_cast<size_t>(compiler::Opcode::kCount), nul
   register_control_ops(*this);
   register_reduce_window_ops(*this);
   register_convolution_ops(*this);
+  register_select_and_scatter_ops(*this);
 }
 
 Registry& Registry::get() {

@@ -131,6 +131,7 @@ void register_sort_ops(Registry& r);
 void register_control_ops(Registry& r);
 void register_reduce_window_ops(Registry& r);
 void register_convolution_ops(Registry& r);
+void register_select_and_scatter_ops(Registry& r);
 
 template <typename... Args>
 void LowerCtx::fail(const Args&... args) const {

@@ -14,41 +14,13 @@
 #include <numeric>
 
 #include "backend/mlx/ops/combiner.h"
+#include "backend/mlx/ops/window.h"
 
 namespace pjrtx::backend {
 
 namespace {
 
 using namespace ops;
-
-struct Window {
-  std::vector<int64_t> dims, strides, base_dil, win_dil, pad_lo, pad_hi;
-};
-
-Window read_window(LowerCtx& ctx, int64_t rank) {
-  const auto& inst = ctx.inst();
-  Window w;
-  std::vector<int64_t> ones(rank, 1);
-  w.dims = inst.attr_ints("window_dimensions");
-  w.strides = inst.attr_ints("window_strides", ones);
-  w.base_dil = inst.attr_ints("base_dilations", ones);
-  w.win_dil = inst.attr_ints("window_dilations", ones);
-  w.pad_lo.assign(rank, 0);
-  w.pad_hi.assign(rank, 0);
-  if (inst.has("padding")) {
-    const auto& pad = inst.attr_dense("padding");
-    if (pad.type.num_elements() != 2 * rank || pad.type.dtype != DType::kS64)
-      ctx.fail("padding must be s64[", rank, ",2]");
-    const auto* p = reinterpret_cast<const int64_t*>(pad.bytes.data());
-    for (int64_t d = 0; d < rank; ++d) {
-      w.pad_lo[d] = pad.splat ? p[0] : p[2 * d];
-      w.pad_hi[d] = pad.splat ? p[0] : p[2 * d + 1];
-    }
-  }
-  for (auto* v : {&w.dims, &w.strides, &w.base_dil, &w.win_dil})
-    if (static_cast<int64_t>(v->size()) != rank) ctx.fail("window attributes need one entry per dim");
-  return w;
-}
 
 // The axis and direction when the window is a cumulative scan.
 std::optional<std::pair<int, bool>> cumulative_axis(const Window& w, const compiler::Shape& shape) {

@@ -1,0 +1,55 @@
+"""reduce_window (cumulative fast path and pooling) and select_and_scatter
+(pooling gradients) against XLA:CPU."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from oracle import assert_same
+
+X = np.arange(6, dtype=np.float32)
+M = np.random.default_rng(0).standard_normal((2, 9, 8, 3)).astype(np.float32)
+TIES = np.random.default_rng(1).integers(0, 3, (2, 9, 8, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("f", [jnp.cumsum, jnp.cumprod, lambda v: lax.cummax(v, 0),
+                               lambda v: lax.cummin(v, 0, reverse=True),
+                               lambda v: jnp.cumsum(v.astype(jnp.int8)),
+                               lambda v: jnp.cumsum(v > 2)])
+def test_cumulative(f):
+    assert_same(f, X, rtol=1e-6)
+
+
+def test_cumsum_long_is_linear():
+    big = np.random.default_rng(0).standard_normal(100000).astype(np.float32)
+    # the general window path refuses windows this long: this runs only as a scan
+    assert_same(jnp.cumsum, big, rtol=1e-3, atol=1e-3)
+    assert_same(lambda m: jnp.cumsum(m, axis=2), M, rtol=1e-5)
+
+
+def test_pooling():
+    assert_same(lambda m: lax.reduce_window(m, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME"), M)
+    assert_same(lambda m: lax.reduce_window(m, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID"), M,
+                rtol=1e-6)
+    assert_same(lambda m: lax.reduce_window(m, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1),
+                                            ((0, 0), (1, 2), (0, 1), (0, 0)), base_dilation=(1, 2, 1, 1),
+                                            window_dilation=(1, 1, 2, 1)), M, rtol=1e-6)
+    # non-identity init: XLA:CPU skips padding elements and counts init once
+    assert_same(lambda m: lax.reduce_window(m, 1.0, lax.add, (1, 3, 1, 1), (1, 1, 1, 1),
+                                            ((0, 0), (2, 0), (0, 0), (0, 0))), M, rtol=1e-6)
+    assert_same(jax.grad(lambda m: lax.reduce_window(m, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1),
+                                                     "VALID").sum()), M)
+    assert_same(lambda m: lax.reduce_window(m.astype(jnp.int32), 0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1),
+                                            "SAME"), M)
+
+
+@pytest.mark.parametrize("m", [M, TIES], ids=["random", "ties"])
+def test_pooling_gradients(m):
+    # select_and_scatter: the first maximum (minimum) of each window gets the gradient
+    assert_same(jax.grad(lambda m: lax.reduce_window(m, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1),
+                                                     "SAME").sum()), m)
+    assert_same(jax.grad(lambda m: (lax.reduce_window(m, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1),
+                                                      "VALID") ** 2).sum()), m)
+    assert_same(jax.grad(lambda m: lax.reduce_window(m, jnp.inf, lax.min, (1, 3, 2, 1), (1, 1, 2, 1),
+                                                     ((0, 0), (1, 1), (0, 1), (0, 0))).sum()), m)
