@@ -19,6 +19,7 @@ Registry::Registry() : table_(static_cast<size_t>(compiler::Opcode::kCount), nul
   register_reduce_window_ops(*this);
   register_convolution_ops(*this);
   register_select_and_scatter_ops(*this);
+  register_custom_call_ops(*this);
 }
 
 Registry& Registry::get() {

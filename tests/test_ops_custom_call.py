@@ -1,0 +1,43 @@
+"""custom_call targets that are identities on one device, and a clear
+compile-time error for any other target."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+from oracle import run_on
+
+
+@pytest.fixture
+def gspmd():
+    # Without Shardy, sharding constraints arrive as custom_call @Sharding.
+    old = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", False)
+    yield
+    jax.config.update("jax_use_shardy_partitioner", old)
+
+
+@pytest.mark.parametrize("mode", ["shardy", "gspmd"])
+def test_sharding_constraint_is_identity(mode, request):
+    if mode == "gspmd":
+        request.getfixturevalue("gspmd")
+    mesh = jax.make_mesh((1,), ("x",), axis_types=(AxisType.Auto,))
+
+    def f(x):
+        x = jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P("x")))
+        return x * 2
+
+    text = jax.jit(f).lower(jnp.ones(4)).as_text()
+    assert ("custom_call @Sharding" in text) == (mode == "gspmd")
+    # The mesh lives on pjrtx, so NumPy is the oracle here.
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(run_on(jax.devices("pjrtx")[0], f, x), x * 2)
+
+
+def test_unknown_target_names_it():
+    def f(x):
+        return jax.ffi.ffi_call("pjrtx_no_such_target", jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    with pytest.raises(Exception, match="custom_call target 'pjrtx_no_such_target'"):
+        jax.jit(f)(jnp.ones(3))
