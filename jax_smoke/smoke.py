@@ -11,6 +11,10 @@ import sys
 os.environ.setdefault("JAX_PLATFORMS", "pjrtx,cpu")
 
 import jax  # noqa: E402
+
+from pjrtx import jax_plugin  # noqa: E402
+
+jax_plugin.ensure_registered()  # a source checkout has no entry point
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 

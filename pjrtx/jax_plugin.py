@@ -37,6 +37,16 @@ def initialize():
     _register_lowerings()
 
 
+def ensure_registered():
+    """Registers the plugin unless JAX already knows it. Installed packages
+    are discovered through the jax_plugins entry point; a source checkout on
+    PYTHONPATH (development, benchmarks, the conformance runner) is not."""
+    from jax._src import xla_bridge
+
+    if "pjrtx" not in xla_bridge._backend_factories:
+        initialize()
+
+
 def _register_lowerings():
     try:
         from pjrtx import lowerings

@@ -8,18 +8,9 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 
-def _ensure_plugin():
-    # Installed packages are discovered through the jax_plugins entry point;
-    # a source checkout on PYTHONPATH (development) registers by hand.
-    from jax._src import xla_bridge
+from pjrtx import jax_plugin  # noqa: E402
 
-    if "pjrtx" not in xla_bridge._backend_factories:
-        from pjrtx import jax_plugin
-
-        jax_plugin.initialize()
-
-
-_ensure_plugin()
+jax_plugin.ensure_registered()
 
 
 @pytest.fixture(scope="session")

@@ -35,14 +35,10 @@ def pytest_configure(config):
     if path:
         _events = open(path, "a", buffering=1)
     import jax
-    from jax._src import xla_bridge
 
-    # A source checkout (development) is not discovered through the
-    # jax_plugins entry point: register by hand.
-    if "pjrtx" not in xla_bridge._backend_factories:
-        from pjrtx import jax_plugin
+    from pjrtx import jax_plugin
 
-        jax_plugin.initialize()
+    jax_plugin.ensure_registered()
     # JAX's test_util.device_under_test() reads this flag (defined in
     # test_util); the environment variable alone is not enough.
     import jax._src.test_util  # noqa: F401
