@@ -302,3 +302,12 @@ def test_jit_constants_every_dtype(dtype, x64):
 
     got = assert_same(f, np.zeros(3, dt))
     np.testing.assert_array_equal(got[1], big)
+
+
+def test_zero_size_constant_is_not_a_splat():
+    # MLIR reports an empty dense attribute as a splat; it carries no bytes.
+    import jax.numpy as jnp
+    from oracle import assert_same
+
+    assert_same(lambda x: x + jnp.zeros((0, 4), jnp.int32).sum(), np.int32(3))
+    assert_same(lambda: jnp.array(np.zeros((0, 4), np.int32)) + 1)

@@ -108,6 +108,8 @@ def _parse_dense_text(text: str, dtype: str, npdt, shape: list[int]) -> tuple[by
 
 def dense(attr, text: str | None = None) -> "_pjrtx.Dense":
     dtype, shape = tensor_type(attr.type)
+    if 0 in shape:  # MLIR calls an empty attribute a splat; it holds no bytes
+        return _pjrtx.Dense(dtype, shape, b"", False)
     _, npdt = element_info(ir.ShapedType(attr.type).element_type)
     if dtype in ("bf16", "c64", "c128") or text is not None:
         data, splat = _parse_dense_text(text or str(attr), dtype, npdt, shape)
