@@ -2,6 +2,7 @@
 // and `python -m pjrtx doctor`, and (same shared object) the PJRT plugin that
 // jaxlib loads through GetPjrtApi.
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
@@ -30,6 +31,9 @@ NB_MODULE(_pjrtx, m) {
   m.def(
       "supported_ops", [] { return backend::Registry::get().supported_ops(); },
       "StableHLO ops that have a lowering to MLX");
+  m.def(
+      "lowering_counts", [] { return backend::Registry::get().lowering_counts(); },
+      "(op, times lowered) for every op lowered in this process");
   m.def(
       "env_vars",
       [] {

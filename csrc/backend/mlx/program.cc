@@ -126,9 +126,10 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
   prog->params = r.params;
   prog->returns = r.returns;
   prog->num_slots = plan_.values.size();
-  const Registry& reg = Registry::get();
+  Registry& reg = Registry::get();
   for (const Instruction& inst : r.body) {
     Lowering fn = reg.find(inst.op);
+    reg.count_lowering(inst.op);
     if (fn == nullptr)
       invalid_argument("pjrtx: unsupported op ", compiler::opcode_name(inst.op),
                        inst.loc.empty() ? "" : " at ", inst.loc);

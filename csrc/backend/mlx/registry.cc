@@ -2,7 +2,9 @@
 
 namespace pjrtx::backend {
 
-Registry::Registry() : table_(static_cast<size_t>(compiler::Opcode::kCount), nullptr) {
+Registry::Registry()
+    : table_(static_cast<size_t>(compiler::Opcode::kCount), nullptr),
+      counts_(new std::atomic<int64_t>[static_cast<size_t>(compiler::Opcode::kCount)]()) {
   register_constant_ops(*this);
   register_elementwise_ops(*this);
   register_compare_ops(*this);
@@ -33,6 +35,18 @@ void Registry::add(compiler::Opcode op, Lowering fn) {
 
 Lowering Registry::find(compiler::Opcode op) const {
   return table_[static_cast<size_t>(op)];
+}
+
+void Registry::count_lowering(compiler::Opcode op) {
+  counts_[static_cast<size_t>(op)].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<std::pair<std::string, int64_t>> Registry::lowering_counts() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (size_t i = 0; i < table_.size(); ++i)
+    if (int64_t n = counts_[i].load(std::memory_order_relaxed))
+      out.emplace_back(compiler::opcode_name(static_cast<compiler::Opcode>(i)), n);
+  return out;
 }
 
 std::vector<std::string> Registry::supported_ops() const {

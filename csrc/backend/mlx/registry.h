@@ -8,6 +8,7 @@
 
 #include <mlx/array.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -96,9 +97,15 @@ class Registry {
   Lowering find(compiler::Opcode op) const;
   std::vector<std::string> supported_ops() const;
 
+  // How often each op was lowered in this process (for tests that check
+  // every registered lowering is exercised).
+  void count_lowering(compiler::Opcode op);
+  std::vector<std::pair<std::string, int64_t>> lowering_counts() const;
+
  private:
   Registry();
   std::vector<Lowering> table_;
+  std::unique_ptr<std::atomic<int64_t>[]> counts_;
 };
 
 // Kernel helpers for the common shapes of lowering.
