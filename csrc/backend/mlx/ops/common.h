@@ -51,6 +51,25 @@ inline mx::array sign_bit(const mx::array& x, DType t) {
                   mx::array(0, signed_of_width(compiler::dtype_bits(t))));
 }
 
+// XLA's float max/min order -0 below +0 (IEEE 754-2019 maximum/minimum) and
+// propagate NaN; MLX's maximum(+0, -0) returns -0 (it keeps b unless a > b).
+// Equal operands are the only case that needs the sign of zero.
+inline mx::array ieee_maximum(const mx::array& a, const mx::array& b, DType t) {
+  if (!compiler::is_float(t)) return mx::maximum(a, b);
+  return mx::where(mx::equal(a, b), mx::where(sign_bit(a, t), b, a), mx::maximum(a, b));
+}
+inline mx::array ieee_minimum(const mx::array& a, const mx::array& b, DType t) {
+  if (!compiler::is_float(t)) return mx::minimum(a, b);
+  return mx::where(mx::equal(a, b), mx::where(sign_bit(a, t), a, b), mx::minimum(a, b));
+}
+
+// complex64 from f32 real and imaginary parts, bit for bit: re + im * 1i
+// would compute inf * 0 = NaN into the real part when im is infinite.
+inline mx::array make_complex(const mx::array& re, const mx::array& im) {
+  mx::array pair = mx::stack({mx::astype(re, mx::float32), mx::astype(im, mx::float32)}, -1);
+  return mx::squeeze(mx::view(pair, mx::complex64), -1);
+}
+
 inline std::vector<int> to_int_vector(const std::vector<int64_t>& v) {
   return std::vector<int>(v.begin(), v.end());
 }

@@ -53,15 +53,16 @@ Kernel lower_select(LowerCtx& ctx) {
   return nary([](const Arrays& in) { return mx::where(in[0], in[1], in[2]); });
 }
 
-// clamp(min, x, max) = min(max(x, lo), hi); lo/hi may be scalars.
+// clamp(min, x, max) = min(max(x, lo), hi); lo/hi may be scalars. Floats use
+// XLA's max/min (NaN propagates, -0 < +0), as XLA:CPU's clamp does.
 Kernel lower_clamp(LowerCtx& ctx) {
   DType t = ctx.in(1).dtype;
   if (t == DType::kPred)
     return nary([](const Arrays& in) {
       return mx::logical_and(mx::logical_or(in[1], in[0]), in[2]);
     });
-  return nary([](const Arrays& in) {
-    return mx::minimum(mx::maximum(in[1], in[0]), in[2]);
+  return nary([t](const Arrays& in) {
+    return ieee_minimum(ieee_maximum(in[1], in[0], t), in[2], t);
   });
 }
 

@@ -2,6 +2,7 @@
 // NaN -> 0 (XLA); a raw astype on x86 gives INT_MIN or garbage instead.
 // complex -> real keeps the real part.
 #include <cmath>
+#include <functional>
 
 #include "backend/mlx/ops/common.h"
 
@@ -18,55 +19,58 @@ double upper_bound(DType t) {
   return std::ldexp(1.0, compiler::is_signed_int(t) ? bits - 1 : bits);
 }
 
+using Convert = std::function<mx::array(const mx::array&)>;
+
+Convert float_to_int(DType from, DType to) {
+  mx::Dtype dt = to_mlx(to);
+  // Compare in at least f32 so the bounds are representable.
+  mx::Dtype wide = from == DType::kF64 ? mx::float64 : mx::float32;
+  double hi = upper_bound(to);
+  double lo = compiler::is_signed_int(to) ? -hi : 0.0;
+  // In integer arithmetic: 2^63 - 1 is not a double (it rounds to 2^63,
+  // and casting that back to int64 gives INT64_MIN).
+  int64_t max_val = compiler::is_signed_int(to)
+                        ? std::numeric_limits<int64_t>::max() >> (64 - compiler::dtype_bits(to))
+                        : -1;  // all ones, cast below
+  bool is_signed = compiler::is_signed_int(to);
+  int bits = compiler::dtype_bits(to);
+  return [=](const mx::array& x0) {
+    mx::array x = mx::astype(x0, wide);
+    auto bound = [&](double v) {
+      return wide == mx::float64 ? mx::array(v, mx::float64) : mx::array(static_cast<float>(v));
+    };
+    mx::array hi_a = bound(hi);
+    mx::array lo_a = bound(lo);
+    mx::array too_big = mx::greater_equal(x, hi_a);
+    mx::array nan = mx::isnan(x);
+    mx::array safe = mx::where(mx::logical_or(too_big, nan), mx::zeros_like(x),
+                               mx::maximum(x, lo_a));
+    mx::array r = mx::astype(safe, dt);
+    mx::array top = is_signed ? mx::array(max_val, dt)
+                              : mx::astype(mx::array(int64_t{-1}, mx::int64), unsigned_of_width(bits));
+    return mx::where(too_big, top, r);
+  };
+}
+
+Convert real_convert(DType from, DType to) {
+  if (from == to) return [](const mx::array& x) { return x; };
+  if (compiler::is_float(from) && compiler::is_integer(to)) return float_to_int(from, to);
+  if (to == DType::kPred)
+    return [](const mx::array& x) { return mx::not_equal(x, mx::zeros_like(x)); };
+  mx::Dtype dt = to_mlx(to);
+  return [dt](const mx::array& x) { return mx::astype(x, dt); };
+}
+
 Kernel lower_convert(LowerCtx& ctx) {
   DType from = ctx.in(0).dtype;
   DType to = ctx.out(0).dtype;
-  mx::Dtype dt = to_mlx(to);
-  if (from == to) return unary([](const mx::array& x) { return x; });
-
+  // complex -> real type drops the imaginary part first, then converts the
+  // f32 real part like any f32 (XLA:CPU: saturating ints, bool = re != 0).
   if (compiler::is_complex(from) && !compiler::is_complex(to)) {
-    return unary([dt, to](const mx::array& x) {
-      mx::array re = mx::real(x);
-      if (to == DType::kPred)
-        return mx::logical_or(mx::not_equal(re, mx::zeros_like(re)),
-                              mx::not_equal(mx::imag(x), mx::zeros_like(re)));
-      return mx::astype(re, dt);
-    });
+    Convert f = real_convert(DType::kF32, to);
+    return unary([f](const mx::array& x) { return f(mx::real(x)); });
   }
-
-  if (compiler::is_float(from) && compiler::is_integer(to)) {
-    // Compare in at least f32 so the bounds are representable.
-    mx::Dtype wide = from == DType::kF64 ? mx::float64 : mx::float32;
-    double hi = upper_bound(to);
-    double lo = compiler::is_signed_int(to) ? -hi : 0.0;
-    int64_t max_val = compiler::is_signed_int(to)
-                          ? static_cast<int64_t>(std::ldexp(1.0, compiler::dtype_bits(to) - 1) - 1)
-                          : -1;  // all ones, cast below
-    bool is_signed = compiler::is_signed_int(to);
-    int bits = compiler::dtype_bits(to);
-    return unary([=](const mx::array& x0) {
-      mx::array x = mx::astype(x0, wide);
-      auto bound = [&](double v) {
-        return wide == mx::float64 ? mx::array(v, mx::float64)
-                                   : mx::array(static_cast<float>(v));
-      };
-      mx::array hi_a = bound(hi);
-      mx::array lo_a = bound(lo);
-      mx::array too_big = mx::greater_equal(x, hi_a);
-      mx::array nan = mx::isnan(x);
-      mx::array safe = mx::where(mx::logical_or(too_big, nan), mx::zeros_like(x),
-                                 mx::maximum(x, lo_a));
-      mx::array r = mx::astype(safe, dt);
-      mx::array top = is_signed ? mx::array(max_val, dt)
-                                : mx::astype(mx::array(int64_t{-1}, mx::int64), unsigned_of_width(bits));
-      return mx::where(too_big, top, r);
-    });
-  }
-
-  if (to == DType::kPred) {
-    return unary([](const mx::array& x) { return mx::not_equal(x, mx::zeros_like(x)); });
-  }
-  return unary([dt](const mx::array& x) { return mx::astype(x, dt); });
+  return unary(real_convert(from, to));
 }
 
 }  // namespace

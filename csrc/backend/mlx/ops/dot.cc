@@ -51,9 +51,7 @@ mx::array complex_dot(const mx::array& a, const mx::array& b) {
   mx::array ar = mx::real(a), ai = mx::imag(a), br = mx::real(b), bi = mx::imag(b);
   mx::array re = mx::subtract(mx::matmul(ar, br), mx::matmul(ai, bi));
   mx::array im = mx::add(mx::matmul(ar, bi), mx::matmul(ai, br));
-  return mx::add(mx::astype(re, mx::complex64),
-                 mx::multiply(mx::astype(im, mx::complex64),
-                              mx::array(std::complex<float>(0.0f, 1.0f))));
+  return make_complex(re, im);
 }
 
 Kernel lower_dot_impl(LowerCtx& ctx, std::vector<int64_t> lb, std::vector<int64_t> rb,

@@ -16,11 +16,15 @@ DType elem(LowerCtx& ctx) { return ctx.in(0).dtype; }
 
 // ---- unary ----------------------------------------------------------------
 
-template <mx::array (*F)(const mx::array&, mx::StreamOrDevice)>
-Kernel lower_float_unary(LowerCtx& ctx) {
+void require_float_or_complex(LowerCtx& ctx) {
   DType t = elem(ctx);
   if (!compiler::is_float(t) && !compiler::is_complex(t))
     ctx.fail("expects a floating-point or complex operand, got ", ctx.in(0).str());
+}
+
+template <mx::array (*F)(const mx::array&, mx::StreamOrDevice)>
+Kernel lower_float_unary(LowerCtx& ctx) {
+  require_float_or_complex(ctx);
   return unary([](const mx::array& x) { return F(x, {}); });
 }
 
@@ -63,12 +67,122 @@ Kernel lower_sign(LowerCtx& ctx) {
   return unary([](const mx::array& x) { return mx::sign(x); });
 }
 
-Kernel lower_is_finite(LowerCtx& ctx) {
-  return unary([](const mx::array& x) { return mx::isfinite(x); });
+// ---- transcendentals --------------------------------------------------------
+// MLX's CPU exp, sin and cos evaluate in float32 for every input type (mlx
+// 0.32, backend/cpu/simd/math.h), and its exp is a fast approximation: up to
+// 3.8e-6 relative error (~30 ulps) in f32, inf past x = 88 (f32 overflows at
+// 88.72), and f64 results carry f32 precision (sin ~4e-4 relative near its
+// zeros). The versions below are composed from ops MLX runs in the operand's
+// own precision (std::expm1, std::tan). f16/bf16 compute in f32 and round
+// once, as XLA:CPU does.
+
+mx::array scalar_like(double v, const mx::array& x) { return mx::array(v, x.dtype()); }
+
+template <typename F>
+Kernel in_f32_or_f64(F f) {
+  return unary([f](const mx::array& x) {
+    if (x.dtype() == mx::float32 || x.dtype() == mx::float64) return f(x);
+    return mx::astype(f(mx::astype(x, mx::float32)), x.dtype());
+  });
+}
+
+// exp(x) = 1 + expm1(x) for x >= 0 and 1 / (1 + expm1(-x)) below: neither
+// cancels, ~1.5 ulp. Below the normal range this reaches 1/inf = 0, like
+// XLA:CPU, which flushes denormal results to zero.
+mx::array exp_accurate(const mx::array& x) {
+  mx::array one = scalar_like(1.0, x);
+  mx::array e = mx::add(mx::expm1(mx::abs(x)), one);
+  return mx::where(mx::less(x, scalar_like(0.0, x)), mx::divide(one, e), e);
+}
+
+// logistic(x) = 1 / (1 + exp(-x)), written with e = exp(-|x|) <= 1 so that
+// x << 0 keeps its relative precision: e / (1 + e).
+mx::array logistic_accurate(const mx::array& x) {
+  mx::array one = scalar_like(1.0, x);
+  mx::array e = exp_accurate(mx::negative(mx::abs(x)));
+  mx::array y = mx::divide(one, mx::add(one, e));
+  return mx::where(mx::less(x, scalar_like(0.0, x)), mx::multiply(e, y), y);
+}
+
+// f64 sin/cos: Cody-Waite reduction x = k*pi/2 + r with fdlibm's pi/2 split
+// (33-bit heads, so k * head is exact while |k| < 2^20), then the half-angle
+// forms of t = tan(r/2) on |r| <= pi/4, where neither cancels. Past 2^20
+// (|x| > 1.6e6) tan's own exact reduction of x/2 is used directly (cos is
+// then accurate to ~1e-16 absolute near its zeros). sin keeps -0.
+template <bool Sine>
+mx::array sincos_f64(const mx::array& x) {
+  constexpr double kTwoOverPi = 6.36619772367581382433e-01;
+  constexpr double kPio2Head = 1.57079632673412561417e+00;
+  constexpr double kPio2Mid = 6.07710050630396597660e-11;
+  constexpr double kPio2Tail = 2.02226624879595063154e-21;
+  auto c = [&](double v) { return scalar_like(v, x); };
+  mx::array k = mx::round(mx::multiply(x, c(kTwoOverPi)));
+  mx::array big = mx::greater(mx::abs(k), c(1 << 20));
+  mx::array r = mx::subtract(x, mx::multiply(k, c(kPio2Head)));
+  r = mx::subtract(r, mx::multiply(k, c(kPio2Mid)));
+  r = mx::subtract(r, mx::multiply(k, c(kPio2Tail)));
+  r = mx::where(big, x, r);
+  mx::array q = mx::bitwise_and(mx::astype(mx::where(big, c(0.0), k), mx::int64),
+                                mx::array(int64_t{3}, mx::int64));
+  mx::array t = mx::tan(mx::multiply(r, c(0.5)));
+  mx::array d = mx::add(c(1.0), mx::multiply(t, t));
+  mx::array s = mx::divide(mx::multiply(c(2.0), t), d);
+  mx::array co = mx::divide(mx::multiply(mx::subtract(c(1.0), t), mx::add(c(1.0), t)), d);
+  auto quadrant = [&](int n) { return mx::equal(q, mx::array(int64_t{n}, mx::int64)); };
+  // sin(x) over quadrants 0..3 is s, c, -s, -c; cos(x) is c, -s, -c, s.
+  mx::array a = Sine ? s : co;
+  mx::array b = Sine ? co : mx::negative(s);
+  mx::array res = mx::where(quadrant(0), a,
+                            mx::where(quadrant(1), b,
+                                      mx::where(quadrant(2), mx::negative(a), mx::negative(b))));
+  return Sine ? mx::where(mx::equal(x, c(0.0)), x, res) : res;
+}
+
+// exp(a + bi) = e^a cos b + i e^a sin b. MLX's complex exp gives a NaN real
+// part once e^a overflows (exp(inf + 1i) = nan + inf i; XLA: inf + inf i);
+// b = 0 keeps the imaginary part exact (e^a * 0 would be NaN for a = inf).
+mx::array complex_exp(const mx::array& z) {
+  mx::array a = mx::real(z), b = mx::imag(z);
+  mx::array ea = exp_accurate(a);
+  mx::array b_zero = mx::equal(b, mx::zeros_like(b));
+  mx::array re = mx::where(b_zero, ea, mx::multiply(ea, mx::cos(b)));
+  mx::array im = mx::where(b_zero, b, mx::multiply(ea, mx::sin(b)));
+  return make_complex(re, im);
+}
+
+Kernel lower_exp(LowerCtx& ctx) {
+  require_float_or_complex(ctx);
+  if (compiler::is_complex(elem(ctx))) return unary(complex_exp);
+  return in_f32_or_f64(exp_accurate);
 }
 
 Kernel lower_logistic(LowerCtx& ctx) {
-  return unary([](const mx::array& x) { return mx::sigmoid(x); });
+  require_float_or_complex(ctx);
+  if (compiler::is_complex(elem(ctx)))
+    return unary([](const mx::array& x) { return mx::sigmoid(x); });
+  return in_f32_or_f64(logistic_accurate);
+}
+
+// MLX's sin drops the sign of -0 (it takes the sign from x < 0).
+Kernel lower_sin(LowerCtx& ctx) {
+  require_float_or_complex(ctx);
+  DType t = elem(ctx);
+  if (t == DType::kF64) return unary([](const mx::array& x) { return sincos_f64<true>(x); });
+  if (compiler::is_complex(t)) return lower_float_unary<mx::sin>(ctx);
+  return unary([](const mx::array& x) {
+    return mx::where(mx::equal(x, mx::zeros_like(x)), x, mx::sin(x));
+  });
+}
+
+Kernel lower_cos(LowerCtx& ctx) {
+  require_float_or_complex(ctx);
+  if (elem(ctx) == DType::kF64)
+    return unary([](const mx::array& x) { return sincos_f64<false>(x); });
+  return lower_float_unary<mx::cos>(ctx);
+}
+
+Kernel lower_is_finite(LowerCtx& ctx) {
+  return unary([](const mx::array& x) { return mx::isfinite(x); });
 }
 
 Kernel lower_round_even(LowerCtx& ctx) {
@@ -184,18 +298,21 @@ Kernel lower_remainder(LowerCtx& ctx) {
 Kernel lower_power(LowerCtx& ctx) {
   DType t = elem(ctx);
   if (compiler::is_integer(t)) {
-    // XLA: a negative exponent gives 1 for base 1, +-1 for base -1, else 0.
+    // XLA:CPU squares the base 6 times (2^64 overflows any base > 1), so a
+    // non-negative exponent counts only its low 6 bits: y & 63. An exponent
+    // that is negative as a *signed* number (also an unsigned one with the
+    // top bit set) gives 1 for base 1, +-1 for base -1 (all ones), else 0.
     // MLX's integer power loops on the exponent's bits, so never give it a
     // negative one.
-    bool is_signed = compiler::is_signed_int(t);
-    return binary([is_signed](const mx::array& x, const mx::array& y) {
+    const int bits = compiler::dtype_bits(t);
+    return binary([bits](const mx::array& x, const mx::array& y) {
       mx::Dtype dt = x.dtype();
-      if (!is_signed) return mx::power(x, y);
-      mx::array zero = mx::zeros_like(y);
-      mx::array neg = mx::less(y, zero);
-      mx::array p = mx::power(x, mx::where(neg, zero, y));
+      mx::Dtype st = signed_of_width(bits);
+      mx::array p = mx::power(x, mx::bitwise_and(y, int_scalar(63, dt)));
+      mx::array ys = mx::astype(y, st);
+      mx::array neg = mx::less(ys, mx::zeros_like(ys));
       mx::array one = int_scalar(1, dt);
-      mx::array minus_one = int_scalar(-1, dt);
+      mx::array minus_one = all_ones(dt);
       mx::array odd = mx::not_equal(mx::bitwise_and(y, one), mx::zeros_like(y));
       mx::array neg_result =
           mx::where(mx::equal(x, one), one,
@@ -214,13 +331,15 @@ Kernel lower_atan2(LowerCtx& ctx) {
 Kernel lower_max(LowerCtx& ctx) {
   if (elem(ctx) == DType::kPred)
     return binary([](const mx::array& a, const mx::array& b) { return mx::logical_or(a, b); });
-  return binary([](const mx::array& a, const mx::array& b) { return mx::maximum(a, b); });
+  DType t = elem(ctx);
+  return binary([t](const mx::array& a, const mx::array& b) { return ieee_maximum(a, b, t); });
 }
 
 Kernel lower_min(LowerCtx& ctx) {
   if (elem(ctx) == DType::kPred)
     return binary([](const mx::array& a, const mx::array& b) { return mx::logical_and(a, b); });
-  return binary([](const mx::array& a, const mx::array& b) { return mx::minimum(a, b); });
+  DType t = elem(ctx);
+  return binary([t](const mx::array& a, const mx::array& b) { return ieee_minimum(a, b, t); });
 }
 
 template <mx::array (*Logical)(const mx::array&, const mx::array&, mx::StreamOrDevice),
@@ -272,11 +391,7 @@ Kernel lower_shift(LowerCtx& ctx) {
 
 Kernel lower_complex(LowerCtx& ctx) {
   if (ctx.out(0).dtype != DType::kC64) ctx.fail("supports complex<f32> only");
-  return binary([](const mx::array& re, const mx::array& im) {
-    mx::array i = mx::multiply(mx::astype(im, mx::complex64),
-                               mx::array(std::complex<float>(0.0f, 1.0f)));
-    return mx::add(mx::astype(re, mx::complex64), i);
-  });
+  return binary([](const mx::array& re, const mx::array& im) { return make_complex(re, im); });
 }
 
 }  // namespace
@@ -295,11 +410,11 @@ void register_elementwise_ops(Registry& r) {
   r.add(Opcode::imag, lower_imag);
   r.add(Opcode::ceil, lower_float_unary<mx::ceil>);
   r.add(Opcode::floor, lower_float_unary<mx::floor>);
-  r.add(Opcode::cosine, lower_float_unary<mx::cos>);
-  r.add(Opcode::sine, lower_float_unary<mx::sin>);
+  r.add(Opcode::cosine, lower_cos);
+  r.add(Opcode::sine, lower_sin);
   r.add(Opcode::tan, lower_float_unary<mx::tan>);
   r.add(Opcode::tanh, lower_float_unary<mx::tanh>);
-  r.add(Opcode::exponential, lower_float_unary<mx::exp>);
+  r.add(Opcode::exponential, lower_exp);
   r.add(Opcode::exponential_minus_one, lower_float_unary<mx::expm1>);
   r.add(Opcode::log, lower_float_unary<mx::log>);
   r.add(Opcode::log_plus_one, lower_float_unary<mx::log1p>);

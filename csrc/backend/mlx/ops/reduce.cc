@@ -37,24 +37,46 @@ std::optional<Combiner> match_combiner(const compiler::Region& body, DType t) {
   return std::nullopt;
 }
 
-mx::array reduce_with(Combiner c, const mx::array& x, const std::vector<int>& axes) {
+// XLA's float max/min order -0 below +0; MLX's max/min reductions keep
+// whichever zero they meet. A zero result is +0 for max iff some element is
+// +0, and -0 for min iff some element is -0.
+mx::array fix_zero_sign(Combiner c, const mx::array& x, const mx::array& r,
+                        const std::vector<int>& axes, DType t) {
+  mx::array zero = mx::zeros_like(r);
+  mx::array neg = sign_bit(x, t);
+  mx::array wanted = c == Combiner::kMax ? mx::logical_not(neg) : neg;
+  mx::array present = mx::any(mx::logical_and(mx::equal(x, mx::zeros_like(x)), wanted), axes, false);
+  mx::array pos_zero = zero, neg_zero = mx::negative(zero);
+  mx::array signed_zero = c == Combiner::kMax ? mx::where(present, pos_zero, neg_zero)
+                                              : mx::where(present, neg_zero, pos_zero);
+  return mx::where(mx::equal(r, zero), signed_zero, r);
+}
+
+mx::array reduce_with(Combiner c, const mx::array& x, const std::vector<int>& axes, DType t) {
+  bool is_float = compiler::is_float(t);
   switch (c) {
     case Combiner::kAdd: return mx::sum(x, axes, false);
     case Combiner::kMul: return mx::prod(x, axes, false);
-    case Combiner::kMax: return mx::max(x, axes, false);
-    case Combiner::kMin: return mx::min(x, axes, false);
+    case Combiner::kMax: {
+      mx::array r = mx::max(x, axes, false);
+      return is_float ? fix_zero_sign(c, x, r, axes, t) : r;
+    }
+    case Combiner::kMin: {
+      mx::array r = mx::min(x, axes, false);
+      return is_float ? fix_zero_sign(c, x, r, axes, t) : r;
+    }
     case Combiner::kAnd: return mx::all(x, axes, false);
     case Combiner::kOr: return mx::any(x, axes, false);
   }
   return x;
 }
 
-mx::array combine(Combiner c, const mx::array& a, const mx::array& b) {
+mx::array combine(Combiner c, const mx::array& a, const mx::array& b, DType t) {
   switch (c) {
     case Combiner::kAdd: return mx::add(a, b);
     case Combiner::kMul: return mx::multiply(a, b);
-    case Combiner::kMax: return mx::maximum(a, b);
-    case Combiner::kMin: return mx::minimum(a, b);
+    case Combiner::kMax: return ieee_maximum(a, b, t);
+    case Combiner::kMin: return ieee_minimum(a, b, t);
     case Combiner::kAnd: return mx::logical_and(a, b);
     case Combiner::kOr: return mx::logical_or(a, b);
   }
@@ -87,16 +109,18 @@ Kernel lower_reduce(LowerCtx& ctx) {
     });
   }
   if (axes.empty()) {
-    return binary([c, out_shape](const mx::array& x, const mx::array& init) {
-      return combine(c, x, mx::broadcast_to(init, out_shape));
-    });
+    // No dimensions: XLA:CPU returns the operand unchanged, without applying
+    // a non-identity init (its simplifier drops the reduce; XLA assumes the
+    // init is the body's identity).
+    return binary([](const mx::array& x, const mx::array&) { return x; });
   }
-  return binary([c, axes, dt](const mx::array& x, const mx::array& init) {
-    mx::array r = reduce_with(c, x, axes);
+  DType t = in.dtype;
+  return binary([c, axes, dt, t](const mx::array& x, const mx::array& init) {
+    mx::array r = reduce_with(c, x, axes, t);
     // sum/prod of narrow ints and bools come back widened: cast back (the
     // wrapped result is the same as accumulating in the narrow type).
     if (r.dtype() != dt) r = mx::astype(r, dt);
-    return combine(c, r, init);
+    return combine(c, r, init, t);
   });
 }
 

@@ -1,0 +1,153 @@
+"""stablehlo.reduce (ops/reduce.cc) against XLA:CPU: add/mul/max/min/and/or
+bodies with identity and non-identity init values, over one, several, all
+and no axes, empty axes, NaN and signed zeros, and wrapping integer sums.
+
+Float sums of many terms are accumulated in different orders (MLX: pairwise
+/ vectorized; XLA: its own loop order), so f32 sums get rtol 1e-5; f16/bf16
+sums of exactly-representable small integers are compared exactly.
+"""
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax import lax
+
+from test_ops_elementwise import FLOATS, INTS, check, name, x64_for
+
+OPS = [("add", lax.add), ("mul", lax.mul), ("max", lax.max), ("min", lax.min)]
+
+
+def reductions(x, identity, other):
+    """Every combiner over one, two, all and no axes; the identity init on
+    some axis sets and a non-identity one on others (one jit per dtype)."""
+    out = {}
+    for op_name, op in OPS:
+        out[f"{op_name}_ax1"] = lax.reduce(x, identity[op_name], op, (1,))
+        out[f"{op_name}_ax02"] = lax.reduce(x, identity[op_name], op, (0, 2))
+        out[f"{op_name}_ax0_init"] = lax.reduce(x, other[op_name], op, (0,))
+        out[f"{op_name}_all_init"] = lax.reduce(x, other[op_name], op, (0, 1, 2))
+    out["add_none_init"] = lax.reduce(x, other["add"], lax.add, ())
+    return out
+
+
+def small_ints(dt, shape, seed):
+    # Values in [-3, 3] (unsigned: [0, 3]): sums and products are exact in
+    # every type, so only the combiner and init handling are compared.
+    rng = np.random.default_rng(seed)
+    lo = 0 if np.dtype(dt).kind in "ub" else -3
+    return rng.integers(lo, 4, shape).astype(dt)
+
+
+@pytest.mark.parametrize("dt", INTS + FLOATS, ids=name)
+def test_reduce_identity_and_non_identity_init(dt):
+    # XLA assumes the init is the body's identity and applies a non-identity
+    # one once per accumulator: once on these small shapes, several times on
+    # long vectorized rows (a 37-wide int8 row added init 1 three times). So
+    # non-identity inits are compared on small shapes only.
+    x = small_ints(dt, (3, 2, 4), 0)
+    one, two = np.array(1, dt), np.array(2, dt)
+    identity = dict(add=np.array(0, dt), mul=one, max=x.min(), min=x.max())
+    other = dict(add=np.array(5, dt), mul=two, max=two, min=one)
+    # Products of 24 values in [-3, 3] can pass 2^24: allow f32 rounding.
+    tol = 0.0 if np.dtype(dt).kind in "iu" else 1e-6
+    with x64_for(dt):
+        check(lambda x: reductions(x, identity, other), x, rtol=tol)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.int32, np.uint32], ids=name)
+def test_reduce_integer_wrapping(dt):
+    # sum/prod of narrow ints come back widened from MLX; the result must
+    # wrap in the narrow type like XLA's accumulation does.
+    info = np.iinfo(dt)
+    x = np.full((4, 37), info.max, dt)
+    x[1] = info.min
+    x[2, ::2] = 3
+    f = lambda x: dict(sum0=lax.reduce(x, np.array(0, dt), lax.add, (0,)),
+                       sum1=lax.reduce(x, np.array(0, dt), lax.add, (1,)),
+                       prod1=lax.reduce(x, np.array(1, dt), lax.mul, (1,)),
+                       jnp_sum=jnp.sum(x, axis=1, dtype=dt))
+    check(f, x)
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64], ids=name)
+def test_reduce_nan_inf_signed_zero(dt):
+    nan, inf = np.nan, np.inf
+    x = np.array([[1.0, nan, -2.0, 3.0],
+                  [-0.0, -0.0, -0.0, -0.0],
+                  [0.0, -0.0, 0.0, -0.0],
+                  [-inf, 1.0, inf, 2.0],
+                  [-inf, -inf, 5.0, -1.0],
+                  [-0.0, 0.0, -0.0, -0.0]], np.float64).astype(dt)
+
+    def f(x):
+        out = {}
+        for op_name, op, init in [("add", lax.add, 0.0), ("add_negzero", lax.add, -0.0),
+                                  ("mul", lax.mul, 1.0), ("max", lax.max, -inf),
+                                  ("min", lax.min, inf), ("max_nan_init", lax.max, nan),
+                                  ("min_zero_init", lax.min, 0.0), ("max_negzero_init", lax.max, -0.0)]:
+            out[op_name] = lax.reduce(x, np.array(init, dt), op, (1,))
+            out[op_name + "_t"] = lax.reduce(x, np.array(init, dt), op, (0,))
+        return out
+
+    with x64_for(dt):
+        check(f, x)
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.float32, np.uint8, np.float64], ids=name)
+def test_reduce_empty_axis(dt):
+    # Reducing a zero-size axis gives the init value, whatever it is (the
+    # identity is not assumed); max/min must not throw on empty input.
+    x = np.zeros((0, 3), dt)
+    init = np.array(5, dt)
+
+    def f(x):
+        return dict(add0=lax.reduce(x, init, lax.add, (0,)),
+                    mul0=lax.reduce(x, init, lax.mul, (0,)),
+                    max0=lax.reduce(x, init, lax.max, (0,)),
+                    min0=lax.reduce(x, init, lax.min, (0,)),
+                    add1=lax.reduce(x, init, lax.add, (1,)),
+                    max_all=lax.reduce(x, init, lax.max, (0, 1)),
+                    none=lax.reduce(x, init, lax.add, ()))
+
+    with x64_for(dt):
+        check(f, x)
+
+
+def test_reduce_bool():
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 2, (5, 6)).astype(bool)
+    x[0] = True
+    x[1] = False
+
+    def f(x):
+        t, fl = np.array(True), np.array(False)
+        return dict(any1=jnp.any(x, axis=1), all1=jnp.all(x, axis=1), any0=jnp.any(x, axis=0),
+                    all_all=jnp.all(x), and_init_false=lax.reduce(x, fl, lax.bitwise_and, (1,)),
+                    or_init_true=lax.reduce(x, t, lax.bitwise_or, (0,)),
+                    max=lax.reduce(x, fl, lax.max, (1,)), min=lax.reduce(x, t, lax.min, (1,)),
+                    empty_any=jnp.any(x[:0], axis=0), empty_all=jnp.all(x[:, :0], axis=1))
+
+    check(f, x)
+
+
+def test_reduce_float_sums_and_strided_inputs():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 50, 8)).astype(np.float32)
+    f = lambda x: dict(sum=jnp.sum(x, axis=1), max=jnp.max(x, axis=(0, 2)),
+                       mean=jnp.mean(x, axis=0), prod=jnp.prod(x[:, :5], axis=1))
+    check(f, x, rtol=1e-5, atol=1e-6)
+    check(f, x[::2, ::-1, 1::2].transpose(0, 1, 2), rtol=1e-5, atol=1e-6)  # strided view
+    check(lambda x: dict(s=jnp.sum(x)), np.float32(3.0))  # scalar operand, no axes
+    # f16/bf16 jnp.sum upcasts to f32 itself; a direct f16 reduce of values
+    # whose sums are exact compares exactly.
+    h = small_ints(np.float16, (4, 16), 6)
+    check(lambda x: dict(s=lax.reduce(x, np.float16(0), lax.add, (1,)),
+                         j=jnp.sum(x, axis=0)), h)
+
+
+def test_reduce_complex64():
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((3, 5)) + 1j * rng.standard_normal((3, 5))).astype(np.complex64)
+    f = lambda x: dict(sum=lax.reduce(x, np.complex64(1 + 2j), lax.add, (1,)),
+                       prod=lax.reduce(x, np.complex64(1), lax.mul, (0,)))
+    check(f, x, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,129 @@
+"""Shape and data-movement ops (ops/structural.cc) against XLA:CPU:
+broadcast_in_dim, reshape, transpose, slice, concatenate, reverse, iota.
+All of them move values without arithmetic, so every comparison is exact."""
+import numpy as np
+import pytest
+from jax import lax
+
+from test_ops_elementwise import FLOATS, INTS, check, name, x64_for
+
+ALL = [bool] + INTS + FLOATS + [np.complex64]
+
+
+def sample(dt, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    if dt is bool:
+        return rng.integers(0, 2, shape).astype(bool)
+    if np.dtype(dt).kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+    if np.dtype(dt).kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
+    x = rng.standard_normal(shape).astype(dt)
+    flat = x.reshape(-1)
+    flat[:3] = [np.nan, -0.0, np.inf][: flat.size]  # moved bit-for-bit
+    return x
+
+
+def movers(x):
+    """Every structural op on one rank-3 operand of shape (2, 3, 4)."""
+    return dict(
+        bcast_unsorted=lax.broadcast_in_dim(x, (4, 5, 2, 3), (2, 3, 0)),
+        bcast_plain=lax.broadcast_in_dim(x, (2, 3, 4, 2), (0, 1, 2)),
+        bcast_size1=lax.broadcast_in_dim(x[:, :1], (2, 7, 3, 4), (0, 2, 3)),
+        reshape=lax.reshape(x, (4, 6)),
+        reshape_dims=lax.reshape(x, (6, 4), dimensions=(2, 0, 1)),
+        transpose=lax.transpose(x, (2, 0, 1)),
+        slice_strided=lax.slice(x, (0, 1, 0), (2, 3, 4), (1, 2, 3)),
+        slice_empty=lax.slice(x, (1, 2, 0), (1, 3, 4)),
+        concat=lax.concatenate([x, x[:, :1], x[:, 1:2] * 0 if x.dtype != bool else x[:, 1:2]], 1),
+        rev=lax.rev(x, (0, 2)),
+        rev_none=lax.rev(x, ()),
+        expand=lax.expand_dims(x, (1, 3)),
+        squeeze=lax.squeeze(x[:1], (0,)),
+    )
+
+
+@pytest.mark.parametrize("dt", ALL, ids=name)
+def test_structural_all_dtypes(dt):
+    x = sample(dt, (2, 3, 4))
+    with x64_for(dt):
+        check(movers, x)
+
+
+def test_structural_strided_and_transposed_inputs():
+    base = sample(np.float32, (4, 6, 8), seed=1)
+    check(movers, base[::2, ::2, ::2])  # strided view
+    check(movers, base.transpose(2, 1, 0)[:4, :3, :2].transpose(2, 1, 0))  # non-contiguous
+    check(movers, np.asfortranarray(base[:2, :3, :4]))
+
+
+def test_structural_scalars_and_zero_size():
+    s = np.float32(2.5)
+
+    def on_scalar(s):
+        return dict(bcast=lax.broadcast_in_dim(s, (2, 3), ()), reshape=lax.reshape(s, (1, 1)),
+                    transpose=lax.transpose(s, ()), concat=lax.concatenate([s[None], s[None]], 0),
+                    rev=lax.rev(s, ()))
+
+    check(on_scalar, s)
+    z = np.zeros((0, 3), np.int32)
+
+    def on_empty(z):
+        return dict(bcast=lax.broadcast_in_dim(z, (4, 0, 3), (1, 2)),
+                    reshape=lax.reshape(z, (3, 0)), transpose=lax.transpose(z, (1, 0)),
+                    slice=lax.slice(z, (0, 1), (0, 3)),
+                    concat=lax.concatenate([z, z], 0), concat_nonempty=lax.concatenate(
+                        [z, np.ones((2, 3), np.int32)], 0), rev=lax.rev(z, (0, 1)))
+
+    check(on_empty, z)
+
+
+def test_broadcast_in_dim_rank4_permutations():
+    # Every order of mapping a rank-3 operand's dims into rank 4.
+    x = sample(np.int16, (2, 3, 4), seed=2)
+
+    def f(x):
+        out = {}
+        for dims in [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0),
+                     (3, 1, 0), (0, 3, 2)]:
+            shape = [5, 5, 5, 5]
+            for i, d in enumerate(dims):
+                shape[d] = x.shape[i]
+            out[str(dims)] = lax.broadcast_in_dim(x, shape, dims)
+        return out
+
+    check(f, x)
+
+
+@pytest.mark.parametrize("dt", INTS + FLOATS + [np.complex64], ids=name)  # no bool iota in JAX
+def test_iota(dt):
+    # Lengths past what narrow types hold: int8 wraps, f16 (2049 -> 2048)
+    # and bf16 (257 -> 256) round.
+    n = 3000 if np.dtype(dt).itemsize > 1 else 300
+
+    def f():
+        return dict(iota=lax.iota(dt, n), b0=lax.broadcasted_iota(dt, (3, 4, 2), 0),
+                    b1=lax.broadcasted_iota(dt, (3, 4, 2), 1), b2=lax.broadcasted_iota(dt, (3, 4, 2), 2),
+                    empty=lax.broadcasted_iota(dt, (0, 3), 1))
+
+    with x64_for(dt):
+        check(f)
+
+
+@pytest.mark.parametrize("dt", ALL, ids=name)
+def test_constants(dt):
+    # stablehlo.constant: dense (edge values included), splat, scalar and
+    # zero-size constants baked into the program, plus optimization_barrier.
+    dense = sample(dt, (3, 4), seed=5)
+    splat = np.full((2, 3), dense.flat[-1], dt)
+    scalar = dense.flat[-2]
+
+    def f():
+        return dict(dense=dense, splat=splat, scalar=lax.add(scalar, scalar) if dt is not bool
+                    else lax.bitwise_or(scalar, scalar),
+                    empty=np.zeros((0, 2), dt),
+                    barrier=lax.optimization_barrier((dense, splat))[0])
+
+    with x64_for(dt):
+        check(f)
