@@ -151,3 +151,52 @@ def test_reduce_complex64():
     f = lambda x: dict(sum=lax.reduce(x, np.complex64(1 + 2j), lax.add, (1,)),
                        prod=lax.reduce(x, np.complex64(1), lax.mul, (0,)))
     check(f, x, rtol=1e-5, atol=1e-6)
+
+
+# ---- general bodies and multi-operand reduces (pairwise tree) -------------
+
+ARG_VALUES = np.array([[1.0, 3.0, 3.0, -np.inf, 2.0],
+                       [np.nan, 1.0, np.nan, 5.0, 5.0],
+                       [-0.0, 0.0, 0.0, -0.0, -1.0],
+                       [np.inf, np.inf, 1.0, np.nan, 0.0]], np.float32)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.uint8],
+                         ids=name)
+def test_argmax_argmin_nan_and_ties(dt):
+    # JAX's argmax/argmin are a 2-operand reduce (value, index): the first
+    # NaN wins, ties pick the lowest index; odd lengths exercise the tree's
+    # carried element.
+    x = ARG_VALUES if np.dtype(dt).kind == "f" else np.nan_to_num(ARG_VALUES, posinf=7, neginf=0)
+    x = np.abs(x).astype(dt) if np.dtype(dt).kind == "u" else x.astype(dt)
+    check(lambda v: dict(amax0=jnp.argmax(v, 0), amax1=jnp.argmax(v, 1), amin0=jnp.argmin(v, 0),
+                         amin1=jnp.argmin(v, 1), amax_all=jnp.argmax(v)), x)
+
+
+def test_argmax_long_rows():
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 5, (7, 1001)).astype(np.float32)  # many ties per row
+    check(lambda v: dict(amax=jnp.argmax(v, 1), amin=jnp.argmin(v, 0)), x)
+
+
+def test_reduce_general_body():
+    # A body that is no single recognised op: sum of squares-like
+    # lax.reduce with a Python function, and a variadic (value, count) pair.
+    x = np.random.default_rng(4).standard_normal((3, 7, 5)).astype(np.float32)
+    n = np.arange(105, dtype=np.int32).reshape(3, 7, 5)
+
+    def f(x, n):
+        absmax = lax.reduce(x, np.float32(0), lambda a, b: jnp.maximum(jnp.abs(a), jnp.abs(b)), (1,))
+        pair = lax.reduce((x, n), (np.float32(0), np.int32(0)),
+                          lambda a, b: (a[0] + b[0], a[1] + b[1]), (0, 2))
+        return dict(absmax=absmax, psum=pair[0], nsum=pair[1],
+                    empty=lax.reduce(x[:, :0], np.float32(2), lambda a, b: a * b + 0 * a, (1,)))
+
+    check(f, x, n, tols=dict(psum=(1e-5, 1e-6)))
+
+
+def test_reduce_pytree():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    check(lambda v: dict(zip("ab", lax.reduce((v, -v), (np.float32(0), np.float32(0)),
+                                               lambda a, b: (a[0] + b[0], jnp.minimum(a[1], b[1])),
+                                               (0,)))), x)

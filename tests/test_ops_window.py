@@ -53,3 +53,38 @@ def test_pooling_gradients(m):
                                                       "VALID") ** 2).sum()), m)
     assert_same(jax.grad(lambda m: lax.reduce_window(m, jnp.inf, lax.min, (1, 3, 2, 1), (1, 1, 2, 1),
                                                      ((0, 0), (1, 1), (0, 1), (0, 0))).sum()), m)
+
+
+def test_cumlogsumexp_long_runs_as_scan():
+    # Not one of MLX's cumulative ops: a parallel prefix scan of the body
+    # (the windowed path refuses 1e5-long windows, so this can only pass as
+    # a scan).
+    big = np.random.default_rng(2).standard_normal(100000).astype(np.float32)
+    assert_same(lambda v: lax.cumlogsumexp(v), big, rtol=2e-5, atol=1e-5)
+    # Results near 0 (log of a sum near 1) carry absolute, not relative, error.
+    assert_same(lambda m: lax.cumlogsumexp(m, axis=1, reverse=True), M, rtol=2e-6, atol=2e-7)
+
+
+def test_variadic_reduce_window():
+    # A (value, index) pair per window, as an argmax pooling would do.
+    idx = np.arange(M.size, dtype=np.int32).reshape(M.shape)
+
+    def argmax_pool(m, i):
+        def body(a, b):
+            take_b = b[0] > a[0]
+            return jnp.where(take_b, b[0], a[0]), jnp.where(take_b, b[1], a[1])
+        return lax.reduce_window((m, i), (-jnp.inf, np.int32(-1)), body, (1, 3, 3, 1),
+                                 (1, 2, 2, 1), "SAME")
+
+    # Distinct values: with ties the winner depends on the visiting order,
+    # which StableHLO leaves open for a non-commutative body.
+    assert_same(argmax_pool, M, idx)
+
+
+def test_reduce_window_negative_padding_and_general_body():
+    pad = ((0, 0), (-1, 2), (1, -2), (0, 0))
+    assert_same(lambda m: lax.reduce_window(m, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 2, 1), pad), M,
+                rtol=1e-6, atol=1e-6)
+    assert_same(lambda m: lax.reduce_window(m, 1.0, lambda a, b: a * jnp.abs(b), (1, 2, 1, 1),
+                                            (1, 1, 1, 1), pad, base_dilation=(1, 2, 1, 1)), M,
+                rtol=1e-6)

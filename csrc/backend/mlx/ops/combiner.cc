@@ -28,12 +28,12 @@ std::optional<Combiner> match_combiner(const compiler::Region& body, DType t) {
   return std::nullopt;
 }
 
-mx::array combine(Combiner c, const mx::array& a, const mx::array& b) {
+mx::array combine(Combiner c, const mx::array& a, const mx::array& b, DType t) {
   switch (c) {
     case Combiner::kAdd: return mx::add(a, b);
     case Combiner::kMul: return mx::multiply(a, b);
-    case Combiner::kMax: return mx::maximum(a, b);
-    case Combiner::kMin: return mx::minimum(a, b);
+    case Combiner::kMax: return ieee_maximum(a, b, t);
+    case Combiner::kMin: return ieee_minimum(a, b, t);
     case Combiner::kAnd: return mx::logical_and(a, b);
     case Combiner::kOr: return mx::logical_or(a, b);
   }

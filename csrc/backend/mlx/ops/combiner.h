@@ -15,7 +15,8 @@ enum class Combiner { kAdd, kMul, kMax, kMin, kAnd, kOr };
 // its two parameters (either order). On pred, add is OR and multiply AND.
 std::optional<Combiner> match_combiner(const compiler::Region& body, DType t);
 
-mx::array combine(Combiner c, const mx::array& a, const mx::array& b);
+// Floats follow XLA's max/min: NaN propagates, -0 orders below +0.
+mx::array combine(Combiner c, const mx::array& a, const mx::array& b, DType t);
 
 // Whether `value` (a scalar) is c's identity: 0 for add, 1 for mul, -inf /
 // the type's min for max, +inf / max for min, true for and, false for or.

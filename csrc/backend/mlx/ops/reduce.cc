@@ -1,8 +1,12 @@
 // stablehlo.reduce. A body that is one recognised binary op of its two
 // parameters maps to MLX's reductions; the init value is then combined once
-// (init is any value, not necessarily the identity). Reducing over an empty
-// dimension returns the init value broadcast (MLX's max/min throw there).
-#include "backend/mlx/ops/common.h"
+// (init is any value, not necessarily the identity). Other bodies and
+// multi-operand reduces (argmax) run the body as a pairwise tree. Reducing
+// over an empty dimension returns the init value broadcast (MLX's max/min
+// throw there).
+#include <algorithm>
+
+#include "backend/mlx/ops/combiner.h"
 
 namespace pjrtx::backend {
 
@@ -10,32 +14,6 @@ namespace {
 
 using namespace ops;
 using compiler::Opcode;
-
-enum class Combiner { kAdd, kMul, kMax, kMin, kAnd, kOr };
-
-// Recognises `return op(p0, p1)` (either operand order) in a reduce body.
-std::optional<Combiner> match_combiner(const compiler::Region& body, DType t) {
-  if (body.body.size() != 1 || body.params.size() != 2 || body.returns.size() != 1)
-    return std::nullopt;
-  const auto& inst = body.body[0];
-  if (inst.results.size() != 1 || inst.results[0] != body.returns[0] ||
-      inst.operands.size() != 2)
-    return std::nullopt;
-  auto a = inst.operands[0], b = inst.operands[1];
-  auto p0 = body.params[0], p1 = body.params[1];
-  if (!((a == p0 && b == p1) || (a == p1 && b == p0))) return std::nullopt;
-  bool pred = t == DType::kPred;
-  switch (inst.op) {
-    case Opcode::add: return pred ? Combiner::kOr : Combiner::kAdd;
-    case Opcode::multiply: return pred ? Combiner::kAnd : Combiner::kMul;
-    case Opcode::maximum: return pred ? Combiner::kOr : Combiner::kMax;
-    case Opcode::minimum: return pred ? Combiner::kAnd : Combiner::kMin;
-    case Opcode::and_: if (pred) return Combiner::kAnd; break;
-    case Opcode::or_: if (pred) return Combiner::kOr; break;
-    default: break;
-  }
-  return std::nullopt;
-}
 
 // XLA's float max/min order -0 below +0; MLX's max/min reductions keep
 // whichever zero they meet. A zero result is +0 for max iff some element is
@@ -71,49 +49,87 @@ mx::array reduce_with(Combiner c, const mx::array& x, const std::vector<int>& ax
   return x;
 }
 
-mx::array combine(Combiner c, const mx::array& a, const mx::array& b, DType t) {
-  switch (c) {
-    case Combiner::kAdd: return mx::add(a, b);
-    case Combiner::kMul: return mx::multiply(a, b);
-    case Combiner::kMax: return ieee_maximum(a, b, t);
-    case Combiner::kMin: return ieee_minimum(a, b, t);
-    case Combiner::kAnd: return mx::logical_and(a, b);
-    case Combiner::kOr: return mx::logical_or(a, b);
+// Any body, any number of operands: a pairwise tree over the reduced
+// elements (log2(n) batched runs of the body), then the init folded in once.
+// XLA assumes the body is associative and commutative, so the tree order
+// gives its results; JAX's argmax/argmin bodies (value, index) pick the
+// lower index on ties and NaN over numbers, which is order-independent.
+Arrays tree_reduce(const RegionProgram& body, RunState& st, Arrays xs, const Arrays& inits,
+                   const std::vector<int>& axes, const mx::Shape& out_shape) {
+  size_t k = xs.size();
+  int rank = static_cast<int>(xs[0].ndim());
+  std::vector<int> perm;
+  for (int d = 0; d < rank; ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) perm.push_back(d);
+  perm.insert(perm.end(), axes.begin(), axes.end());
+  mx::Shape flat = out_shape;
+  flat.push_back(-1);
+  for (auto& x : xs) x = mx::reshape(mx::transpose(x, perm), flat);
+  int last = static_cast<int>(flat.size()) - 1;
+  int n = xs[0].shape(last);
+  auto cut = [&](const mx::array& x, int start, int stop, int step) {
+    mx::Shape lo(x.ndim(), 0), hi = x.shape(), st(x.ndim(), 1);
+    lo[last] = start;
+    hi[last] = stop;
+    st[last] = step;
+    return mx::slice(x, lo, hi, st);
+  };
+  while (n > 1) {
+    int half = n / 2;
+    Arrays args;
+    for (const auto& x : xs) args.push_back(cut(x, 0, 2 * half, 2));
+    for (const auto& x : xs) args.push_back(cut(x, 1, 2 * half, 2));
+    Arrays next = body.run_batched(st, args);
+    if (n % 2)
+      for (size_t i = 0; i < k; ++i) next[i] = mx::concatenate({next[i], cut(xs[i], n - 1, n, 1)}, last);
+    xs = std::move(next);
+    n = half + n % 2;
   }
-  return a;
+  Arrays args = inits;
+  for (const auto& x : xs) args.push_back(mx::squeeze(x, last));
+  Arrays out = body.run_batched(st, args);
+  for (size_t i = 0; i < k; ++i) out[i] = mx::broadcast_to(out[i], out_shape);
+  return out;
 }
 
 Kernel lower_reduce(LowerCtx& ctx) {
   const auto& inst = ctx.inst();
-  if (inst.operands.size() != 2 || inst.results.size() != 1)
-    ctx.fail("reductions of ", inst.results.size(),
-             " operands at once are not supported yet");
+  size_t k = ctx.num_out();
+  if (k == 0 || ctx.num_in() != 2 * k) ctx.fail("expects 2N operands for N results, got ", ctx.num_in());
   const auto& in = ctx.in(0);
   const auto& out = ctx.out(0);
-  auto combiner = match_combiner(inst.regions.at(0), in.dtype);
-  if (!combiner)
-    ctx.fail("reduction body is not a single add/multiply/maximum/minimum/and/or "
-             "of its parameters (general bodies are not supported yet)");
   std::vector<int> axes = to_int_vector(inst.attr_ints("dimensions"));
   bool empty = false;
   for (int a : axes) {
     if (a < 0 || a >= in.rank()) ctx.fail("dimension ", a, " out of range for ", in.str());
     if (in.shape[a] == 0) empty = true;
   }
-  mx::Dtype dt = to_mlx(out.dtype);
   mx::Shape out_shape = to_mlx_shape(out.shape);
-  Combiner c = *combiner;
   if (empty) {
-    return binary([out_shape](const mx::array&, const mx::array& init) {
-      return mx::broadcast_to(init, out_shape);
-    });
+    // The init values, broadcast (MLX's max/min throw on empty axes).
+    return [k, out_shape](RunState&, const Arrays& args) {
+      Arrays r;
+      for (size_t i = 0; i < k; ++i) r.push_back(mx::broadcast_to(args[k + i], out_shape));
+      return r;
+    };
   }
   if (axes.empty()) {
-    // No dimensions: XLA:CPU returns the operand unchanged, without applying
+    // No dimensions: XLA:CPU returns the operands unchanged, without applying
     // a non-identity init (its simplifier drops the reduce; XLA assumes the
     // init is the body's identity).
-    return binary([](const mx::array& x, const mx::array&) { return x; });
+    return [k](RunState&, const Arrays& args) { return Arrays(args.begin(), args.begin() + k); };
   }
+  auto combiner = k == 1 ? match_combiner(inst.regions.at(0), in.dtype) : std::nullopt;
+  if (!combiner) {
+    std::sort(axes.begin(), axes.end());
+    auto body = ctx.lower_region(inst.regions.at(0));
+    return [k, body, axes, out_shape](RunState& st, const Arrays& args) {
+      return tree_reduce(*body, st, Arrays(args.begin(), args.begin() + k),
+                         Arrays(args.begin() + k, args.end()), axes, out_shape);
+    };
+  }
+  mx::Dtype dt = to_mlx(out.dtype);
+  Combiner c = *combiner;
   DType t = in.dtype;
   return binary([c, axes, dt, t](const mx::array& x, const mx::array& init) {
     mx::array r = reduce_with(c, x, axes, t);

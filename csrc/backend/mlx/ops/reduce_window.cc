@@ -2,15 +2,19 @@
 //
 // JAX's cumsum/cumprod/cummax/cummin arrive as a window as long as the axis
 // with padding (n-1, 0) (or (0, n-1) reversed) and an identity init: those
-// map to MLX's cumulative ops, O(n) instead of O(n * window).
+// map to MLX's cumulative ops, O(n) instead of O(n * window); such scans
+// with other bodies (cumlogsumexp) run as a parallel prefix scan of the
+// body, O(n log n).
 //
 // Everything else (pooling) pads the input (edge padding, base dilation as
 // interior padding), takes one strided slice per window offset, and
 // combines the slices into the init value: a recognised body through MLX,
-// any other body by running the region batched on the slices. Padding
+// any other body (and variadic windows) by running the region batched on
+// the slices. Negative padding crops. Padding
 // elements are skipped, as XLA:CPU does (so a non-identity init counts
 // once), through a mask of the real elements unless the init is the
 // body's identity.
+#include <algorithm>
 #include <numeric>
 
 #include "backend/mlx/ops/combiner.h"
@@ -50,46 +54,97 @@ mx::array cumulative(Combiner c, const mx::array& x, int axis, bool reverse) {
   return x;
 }
 
+// An inclusive scan along `axis` with any associative body (Hillis-Steele:
+// log2(n) batched runs of the body, each combining every element with the
+// partial result `shift` places before it, earlier operand first). Serves
+// cumlogsumexp and other scans MLX has no op for in O(n log n), not O(n^2).
+Arrays associative_scan(const RegionProgram& body, RunState& st, Arrays xs, int axis,
+                        bool reverse) {
+  int n = xs[0].shape(axis);
+  auto part = [&](const mx::array& x, int start, int stop) {
+    mx::Shape lo(x.ndim(), 0), hi = x.shape();
+    lo[axis] = start;
+    hi[axis] = stop;
+    return mx::slice(x, lo, hi);
+  };
+  for (int shift = 1; shift < n; shift *= 2) {
+    Arrays args;
+    // Forward: y[i] = body(y[i - shift], y[i]) for i >= shift. Reverse
+    // scans run from the end: y[i] = body(y[i + shift], y[i]).
+    for (const auto& x : xs) args.push_back(reverse ? part(x, shift, n) : part(x, 0, n - shift));
+    for (const auto& x : xs) args.push_back(reverse ? part(x, 0, n - shift) : part(x, shift, n));
+    Arrays comb = body.run_batched(st, args);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      mx::array c = mx::astype(comb[i], xs[i].dtype());
+      xs[i] = reverse ? mx::concatenate({c, part(xs[i], n - shift, n)}, axis)
+                      : mx::concatenate({part(xs[i], 0, shift), c}, axis);
+    }
+  }
+  return xs;
+}
+
 Kernel lower_reduce_window(LowerCtx& ctx) {
   const auto& inst = ctx.inst();
-  if (ctx.num_in() != 2 || ctx.num_out() != 1)
-    ctx.fail("reduce_window of ", ctx.num_out(), " operands at once is not supported yet");
+  size_t k = ctx.num_out();
+  if (k == 0 || ctx.num_in() != 2 * k) ctx.fail("expects 2N operands for N results, got ", ctx.num_in());
   const auto& in = ctx.in(0);
   const auto& out = ctx.out(0);
   int64_t rank = in.rank();
   Window w = read_window(ctx, rank);
-  auto combiner = match_combiner(inst.regions.at(0), in.dtype);
-  mx::Dtype dt = to_mlx(out.dtype);
+  auto combiner = k == 1 ? match_combiner(inst.regions.at(0), in.dtype) : std::nullopt;
+  std::vector<mx::Dtype> dts;
+  for (size_t i = 0; i < k; ++i) dts.push_back(to_mlx(ctx.out(i).dtype));
 
-  auto init_value = ctx.constant_value(inst.operands[1]);
-  bool identity_init = combiner && init_value && is_identity(*combiner, *init_value, in.dtype);
-  // Cumulative fast path (identity init only: padding contributes nothing).
-  if (auto cum = cumulative_axis(w, in.shape); cum && identity_init) {
-    {
-      auto [axis, reverse] = *cum;
-      Combiner c = *combiner;
-      bool is_pred = in.dtype == DType::kPred;
-      return binary([=](const mx::array& x, const mx::array&) {
-        mx::array y = is_pred ? mx::astype(x, mx::uint8) : x;
-        mx::array r = cumulative(c, y, axis, reverse);
-        return r.dtype() == dt ? r : mx::astype(r, dt);
-      });
-    }
+  // Whether padding contributes nothing: every init is a constant that is
+  // the recognised body's identity.
+  bool identity_init = false;
+  if (combiner) {
+    auto init_value = ctx.constant_value(inst.operands[1]);
+    identity_init = init_value && is_identity(*combiner, *init_value, in.dtype);
+  }
+  std::shared_ptr<const RegionProgram> body;
+  if (!combiner) body = ctx.lower_region(inst.regions.at(0));
+  auto cum = cumulative_axis(w, in.shape);
+  if (cum && identity_init) {
+    auto [axis, reverse] = *cum;
+    Combiner c = *combiner;
+    bool is_pred = in.dtype == DType::kPred;
+    mx::Dtype dt = dts[0];
+    return binary([=](const mx::array& x, const mx::array&) {
+      mx::array y = is_pred ? mx::astype(x, mx::uint8) : x;
+      mx::array r = cumulative(c, y, axis, reverse);
+      return r.dtype() == dt ? r : mx::astype(r, dt);
+    });
+  }
+  // Scans with other bodies (cumlogsumexp): the padding is init, which JAX
+  // sets to the body's identity (-inf for logaddexp); pad elements are
+  // skipped below in the general path too, so both agree for any init.
+  if (cum && body) {
+    auto [axis, reverse] = *cum;
+    return [=](RunState& st, const Arrays& args) {
+      Arrays xs(args.begin(), args.begin() + k);
+      return associative_scan(*body, st, xs, axis, reverse);
+    };
   }
 
   // General path: pad (edges + base dilation), then combine strided slices.
+  // Negative padding crops the (dilated) input after the positive padding.
   mx::Shape spread(rank), padded(rank), place_start(rank), place_stop(rank), place_step(rank);
-  bool needs_pad = false;
+  mx::Shape crop_lo(rank), crop_hi(rank);
+  bool needs_pad = false, needs_crop = false;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t n = in.shape[d];
     int64_t s = n == 0 ? 0 : (n - 1) * w.base_dil[d] + 1;
-    int64_t p = s + w.pad_lo[d] + w.pad_hi[d];
-    if (w.pad_lo[d] < 0 || w.pad_hi[d] < 0) ctx.fail("negative reduce_window padding is not supported yet");
+    int64_t lo = std::max<int64_t>(w.pad_lo[d], 0), hi = std::max<int64_t>(w.pad_hi[d], 0);
+    int64_t p = s + lo + hi;
     padded[d] = static_cast<int32_t>(p);
-    place_start[d] = static_cast<int32_t>(w.pad_lo[d]);
-    place_stop[d] = static_cast<int32_t>(w.pad_lo[d] + s);
+    place_start[d] = static_cast<int32_t>(lo);
+    place_stop[d] = static_cast<int32_t>(lo + s);
     place_step[d] = static_cast<int32_t>(w.base_dil[d]);
+    crop_lo[d] = static_cast<int32_t>(std::max<int64_t>(-w.pad_lo[d], 0));
+    crop_hi[d] = static_cast<int32_t>(std::max<int64_t>(p + std::min<int64_t>(w.pad_hi[d], 0), crop_lo[d]));
     needs_pad |= p != n;
+    needs_crop |= crop_lo[d] != 0 || crop_hi[d] != p;
   }
   // One slice per window offset.
   int64_t offsets = 1;
@@ -102,9 +157,9 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
     mx::Shape start(rank), stop(rank);
     int64_t rem = o;
     for (int64_t d = rank - 1; d >= 0; --d) {
-      int64_t k = rem % w.dims[d];
+      int64_t i = rem % w.dims[d];
       rem /= w.dims[d];
-      int64_t s0 = k * w.win_dil[d];
+      int64_t s0 = i * w.win_dil[d];
       start[d] = static_cast<int32_t>(s0);
       stop[d] = static_cast<int32_t>(out.shape[d] == 0 ? s0 : s0 + (out.shape[d] - 1) * w.strides[d] + 1);
     }
@@ -112,31 +167,47 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
   }
   mx::Shape out_shape = to_mlx_shape(out.shape);
   bool use_mask = needs_pad && !identity_init;
-  mx::array mask = mx::array(true);
-  if (use_mask && in.num_elements() > 0)
-    mask = mx::slice_update(mx::zeros(padded, mx::bool_), mx::ones(to_mlx_shape(in.shape), mx::bool_),
-                            place_start, place_stop, place_step);
-  std::shared_ptr<const RegionProgram> body;
-  if (!combiner) body = ctx.lower_region(inst.regions.at(0));
-  std::optional<Combiner> c = combiner;
   bool empty = out.num_elements() == 0;
+  bool empty_in = in.num_elements() == 0;
+  std::optional<Combiner> c = combiner;
+  DType t = in.dtype;
   return [=](RunState& st, const Arrays& args) {
-    const mx::array& x = args[0];
-    const mx::array& init = args[1];
-    if (empty) return Arrays{mx::broadcast_to(init, out_shape)};
-    mx::array base = x;
-    if (needs_pad) {
-      mx::array canvas = mx::broadcast_to(init, padded);
-      base = in.num_elements() == 0 ? canvas
-                                    : mx::slice_update(canvas, x, place_start, place_stop, place_step);
-    }
-    mx::array acc = mx::broadcast_to(init, out_shape);
+    Arrays inits(args.begin() + k, args.end());
+    Arrays acc;
+    for (size_t i = 0; i < k; ++i) acc.push_back(mx::broadcast_to(inits[i], out_shape));
+    if (empty) return acc;
+    auto prepare = [&](const mx::array& x, const mx::array& fill) {
+      mx::array base = x;
+      if (needs_pad) {
+        mx::array canvas = mx::broadcast_to(fill, padded);
+        base = empty_in ? canvas : mx::slice_update(canvas, x, place_start, place_stop, place_step);
+      }
+      return needs_crop ? mx::slice(base, crop_lo, crop_hi) : base;
+    };
+    Arrays bases;
+    for (size_t i = 0; i < k; ++i) bases.push_back(prepare(args[i], inits[i]));
+    std::optional<mx::array> mask;
+    if (use_mask)
+      mask = prepare(mx::ones(to_mlx_shape(in.shape), mx::bool_), mx::array(false));
     for (const auto& [start, stop] : slices) {
-      mx::array s = mx::slice(base, start, stop, strides);
-      mx::array next = c ? combine(*c, acc, s) : body->run_batched(st, {acc, s})[0];
-      acc = use_mask ? mx::where(mx::slice(mask, start, stop, strides), next, acc) : next;
+      Arrays s;
+      for (const auto& b : bases) s.push_back(mx::slice(b, start, stop, strides));
+      Arrays next;
+      if (c) {
+        next = {combine(*c, acc[0], s[0], t)};
+      } else {
+        Arrays bargs = acc;
+        bargs.insert(bargs.end(), s.begin(), s.end());
+        next = body->run_batched(st, bargs);
+      }
+      std::optional<mx::array> keep;
+      if (mask) keep = mx::slice(*mask, start, stop, strides);
+      for (size_t i = 0; i < k; ++i) {
+        mx::array v = mx::astype(mx::broadcast_to(next[i], out_shape), dts[i]);
+        acc[i] = keep ? mx::where(*keep, v, acc[i]) : v;
+      }
     }
-    return Arrays{acc};
+    return acc;
   };
 }
 

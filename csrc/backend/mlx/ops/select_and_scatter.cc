@@ -23,7 +23,8 @@ Kernel lower_select_and_scatter(LowerCtx& ctx) {
   Window w = read_window(ctx, rank);
   for (int64_t d = 0; d < rank; ++d)
     if (w.base_dil[d] != 1 || w.win_dil[d] != 1) ctx.fail("dilations are not allowed here");
-  auto scatter = match_combiner(inst.regions.at(1), operand.dtype);
+  DType t = operand.dtype;
+  auto scatter = match_combiner(inst.regions.at(1), t);
   if (!scatter || (*scatter != Combiner::kAdd && *scatter != Combiner::kOr))
     ctx.fail("scatter region must add its parameters");
   auto select = ctx.lower_region(inst.regions.at(0));
@@ -101,7 +102,7 @@ Kernel lower_select_and_scatter(LowerCtx& ctx) {
     mx::array upd = mx::reshape(src, {static_cast<int32_t>(src.size()), 1});
     mx::array summed = mx::scatter_add(target, {mx::flatten(flat)}, upd, std::vector<int>{0});
     summed = mx::reshape(mx::slice(summed, {0}, {static_cast<int32_t>(total)}), op_shape);
-    return Arrays{combine(*scatter, result, summed)};
+    return Arrays{combine(*scatter, result, summed, t)};
   };
 }
 
