@@ -30,3 +30,29 @@ def assert_same(f, *args, rtol=0.0, atol=0.0, equal_nan=True, **jit_kwargs):
                 w.astype(np.complex128 if w.dtype.kind == "c" else np.float64),
                 rtol=rtol, atol=atol, equal_nan=equal_nan)
     return got
+
+
+def run_mlir_on(device, text, *args):
+    """Compile StableHLO text (a `module`) for `device` and run it on args."""
+    from jax._src import compiler
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib import xla_client as xc
+    from jaxlib.mlir import ir
+
+    with jax_mlir.make_ir_context():
+        module = ir.Module.parse(text)
+        exe = compiler.backend_compile_and_load(device.client, module, xc.DeviceList((device,)),
+                                                xc.CompileOptions(), [])
+    return [np.asarray(o) for o in exe.execute([jax.device_put(a, device) for a in args])]
+
+
+def assert_same_mlir(text, *args):
+    """A hand-written StableHLO program: pjrtx must match XLA:CPU exactly
+    (for ops JAX never emits in this form, e.g. variadic scatter)."""
+    got = run_mlir_on(jax.devices("pjrtx")[0], text, *args)
+    want = run_mlir_on(jax.devices("cpu")[0], text, *args)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_array_equal(g, w)
+    return got

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from oracle import assert_same
+from oracle import assert_same, assert_same_mlir
 
 X = np.arange(24, dtype=np.float32).reshape(4, 6)
 STARTS = [-3, 0, 2, 5, 100]
@@ -93,3 +93,75 @@ def test_pad_negative_and_interior(dtype):
     assert_same(lambda x, v: lax.pad(x, v, ((-2, -2, 0), (-6, 0, 0))), x, v)
     assert_same(lambda x, v: lax.pad(x, v, ((0, 0, 3), (2, 2, 0))), x[:0], v)
     assert_same(lambda x: jnp.pad(x, ((1, 2), (0, 3)), mode="reflect"), x)
+
+
+# ---- scatter with general update bodies (applied in rounds) ----------------
+
+DUP = np.array([3, 0, 3, 1, 3, -1, 7, 0], np.int32)  # repeats, and out of range
+DROP = lax.GatherScatterMode.FILL_OR_DROP
+
+
+def scatter_with_body(x, idx, v, dnums, body):
+    """lax.scatter with an arbitrary update computation body(old, new)."""
+    from jax._src.lax import lax as lax_internal
+    from jax._src.lax import slicing
+    jaxpr, consts = lax_internal._reduction_jaxpr(body, jax.typeof(lax_internal._zero(x)))
+    return slicing.scatter_p.bind(x, idx, v, update_jaxpr=jaxpr, update_consts=consts,
+                                  dimension_numbers=dnums, indices_are_sorted=False,
+                                  unique_indices=False, mode=DROP)
+
+
+def test_scatter_general_bodies_with_repeated_indices():
+    v = np.arange(8, dtype=np.float32) + 1.5
+    x = np.linspace(-2, 2, 6).astype(np.float32)
+    dnums = lax.ScatterDimensionNumbers((), (0,), (0,))
+
+    def f(x, i, v):
+        idx = i[:, None]
+        return dict(
+            # .at[].apply: a unary body, applied once per repeat
+            apply=x.at[i].apply(lambda t: t * 2 + 1, mode="drop"),
+            # scatter_sub's subtract body (a fast path)
+            sub=lax.scatter_sub(x, idx, v, dnums, mode=DROP),
+            # non-commutative: the result depends on the update order
+            ordered=scatter_with_body(x, idx, v, dnums, lambda a, b: 2 * a + b))
+
+    got = assert_same(f, x, DUP, v, rtol=1e-6)
+    assert got["apply"][3] == ((x[3] * 2 + 1) * 2 + 1) * 2 + 1  # three repeats
+
+
+def test_scatter_general_body_windows_and_ints():
+    # Overlapping 2-wide windows into rows, an int body with wrapping, and
+    # a window that does not fit (dropped).
+    x = np.arange(20, dtype=np.int8).reshape(4, 5) * 9
+    u = (np.arange(12, dtype=np.int8).reshape(3, 2, 2) - 5) * 7
+    idx = np.array([[0, 1], [1, 2], [3, 4]], np.int32)  # the last window hangs off
+    dnums = lax.ScatterDimensionNumbers((1, 2), (), (0, 1))
+    assert_same(lambda x, i, u: scatter_with_body(x, i, u, dnums, lambda a, b: a * 3 - b),
+                x, idx, u)
+
+
+VARIADIC_SCATTER = """module @m {
+func.func public @main(%x: tensor<6xf32>, %n: tensor<6xi32>, %i: tensor<4x1xi32>,
+                       %vx: tensor<4xf32>, %vn: tensor<4xi32>) -> (tensor<6xf32>, tensor<6xi32>) {
+  %r:2 = "stablehlo.scatter"(%x, %n, %i, %vx, %vn) ({
+    ^bb0(%a: tensor<f32>, %an: tensor<i32>, %b: tensor<f32>, %bn: tensor<i32>):
+      %t = stablehlo.compare GT, %b, %a : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %s = stablehlo.select %t, %b, %a : tensor<i1>, tensor<f32>
+      %sn = stablehlo.select %t, %bn, %an : tensor<i1>, tensor<i32>
+      stablehlo.return %s, %sn : tensor<f32>, tensor<i32>
+  }) {scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0],
+      scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}
+    : (tensor<6xf32>, tensor<6xi32>, tensor<4x1xi32>, tensor<4xf32>, tensor<4xi32>)
+      -> (tensor<6xf32>, tensor<6xi32>)
+  return %r#0, %r#1 : tensor<6xf32>, tensor<6xi32>
+}
+}"""
+
+
+def test_variadic_scatter():
+    # Two operands updated together by one (value, index) body; JAX's own
+    # scatter primitive has one operand, so this is hand-written StableHLO.
+    assert_same_mlir(VARIADIC_SCATTER, np.arange(6, dtype=np.float32),
+                     np.arange(6, dtype=np.int32) * 10, np.array([[1], [4], [1], [9]], np.int32),
+                     np.array([5.0, -1.0, 7.0, 9.0], np.float32), np.array([1, 2, 3, 4], np.int32))

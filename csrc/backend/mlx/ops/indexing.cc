@@ -227,7 +227,7 @@ Kernel lower_gather(LowerCtx& ctx) {
 
 // ---- scatter ----------------------------------------------------------------
 
-enum class ScatterKind { kSet, kAdd, kMul, kMax, kMin };
+enum class ScatterKind { kSet, kAdd, kSub, kMul, kMax, kMin };
 
 std::optional<ScatterKind> match_scatter_body(const compiler::Region& body, DType t) {
   if (body.params.size() != 2 || body.returns.size() != 1) return std::nullopt;
@@ -237,11 +237,15 @@ std::optional<ScatterKind> match_scatter_body(const compiler::Region& body, DTyp
   if (inst.results.size() != 1 || inst.results[0] != body.returns[0] || inst.operands.size() != 2)
     return std::nullopt;
   auto a = inst.operands[0], b = inst.operands[1];
-  if (!((a == body.params[0] && b == body.params[1]) || (a == body.params[1] && b == body.params[0])))
-    return std::nullopt;
+  bool in_order = a == body.params[0] && b == body.params[1];
+  if (!(in_order || (a == body.params[1] && b == body.params[0]))) return std::nullopt;
   bool pred = t == DType::kPred;
   switch (inst.op) {
     case compiler::Opcode::add: return pred ? ScatterKind::kMax : ScatterKind::kAdd;
+    // x - u1 - u2 = x - (u1 + u2): a scatter_add of negated updates.
+    case compiler::Opcode::subtract:
+      if (in_order && !pred && !compiler::is_complex(t)) return ScatterKind::kSub;
+      return std::nullopt;
     case compiler::Opcode::multiply: return pred ? ScatterKind::kMin : ScatterKind::kMul;
     case compiler::Opcode::maximum: case compiler::Opcode::or_: return ScatterKind::kMax;
     case compiler::Opcode::minimum: case compiler::Opcode::and_: return ScatterKind::kMin;
@@ -249,23 +253,71 @@ std::optional<ScatterKind> match_scatter_body(const compiler::Region& body, DTyp
   }
 }
 
+// Any other update body, and scatters of several operands at once: element
+// by element, in XLA:CPU's order (update elements in row-major order).
+// Every update element's flat operand position is computed; the elements
+// that hit one position are applied in rounds (round r applies each
+// element that is the r-th to hit its position: a gather, one batched run
+// of the body and a scatter to distinct positions). The number of rounds,
+// the largest multiplicity, is read at run time.
+Arrays scatter_rounds(const RegionProgram& body, RunState& st, const Arrays& operands,
+                      const Arrays& updates, const mx::array& target, int64_t total,
+                      const mx::Shape& operand_shape) {
+  size_t k = operands.size();
+  mx::array tgt = mx::flatten(target);
+  int n = tgt.size();
+  mx::array order = mx::argsort(tgt);  // stable: equal positions keep update order
+  mx::array sorted = mx::take(tgt, order);
+  mx::array pos = mx::arange(n, mx::int32);
+  mx::array first = mx::concatenate(
+      {mx::array({true}), mx::not_equal(mx::slice(sorted, {1}, {n}), mx::slice(sorted, {0}, {n - 1}))});
+  mx::array run_start = mx::cummax(mx::where(first, pos, mx::zeros_like(pos)), 0);
+  mx::array rank = mx::take(mx::subtract(pos, run_start), mx::argsort(order));
+  mx::array dropped = mx::equal(tgt, mx::array(static_cast<int>(total), mx::int32));
+  rank = mx::where(dropped, mx::zeros_like(rank), rank);
+  mx::array most = mx::max(rank);
+  most.eval();
+  int rounds = most.item<int>() + 1;
+  Arrays cur, upd;
+  for (size_t i = 0; i < k; ++i) {
+    cur.push_back(mx::concatenate({mx::flatten(operands[i]), mx::zeros({1}, operands[i].dtype())}));
+    upd.push_back(mx::flatten(updates[i]));
+  }
+  mx::array trash = mx::full({n}, static_cast<int>(total), mx::int32);
+  for (int r = 0; r < rounds; ++r) {
+    mx::array t = rounds == 1 ? tgt : mx::where(mx::equal(rank, mx::array(r, mx::int32)), tgt, trash);
+    Arrays args;
+    for (const auto& c : cur) args.push_back(mx::take(c, t));
+    args.insert(args.end(), upd.begin(), upd.end());
+    Arrays res = body.run_batched(st, args);
+    for (size_t i = 0; i < k; ++i) {
+      mx::array v = mx::astype(mx::broadcast_to(res[i], {n}), cur[i].dtype());
+      cur[i] = mx::scatter(cur[i], {t}, mx::reshape(v, {n, 1}), std::vector<int>{0});
+    }
+  }
+  Arrays out;
+  for (const auto& c : cur)
+    out.push_back(mx::reshape(mx::slice(c, {0}, {static_cast<int>(total)}), operand_shape));
+  return out;
+}
+
 Kernel lower_scatter(LowerCtx& ctx) {
   const auto& inst = ctx.inst();
-  if (ctx.num_in() != 3 || ctx.num_out() != 1)
-    ctx.fail("scatter of ", ctx.num_out(), " operands at once is not supported yet");
+  size_t k = ctx.num_out();
+  if (k == 0 || ctx.num_in() != 2 * k + 1)
+    ctx.fail("expects 2N+1 operands for N results, got ", ctx.num_in());
   const auto& operand = ctx.in(0);
-  const auto& updates = ctx.in(2);
-  auto kind = match_scatter_body(inst.regions.at(0), operand.dtype);
-  if (!kind)
-    ctx.fail("update computation is not set/add/multiply/maximum/minimum of its parameters "
-             "(general bodies are not supported yet)");
-  const std::string k = "scatter_dimension_numbers.";
-  auto window_dims = inst.attr_ints(k + "update_window_dims", {});
-  auto inserted = inst.attr_ints(k + "inserted_window_dims", {});
-  IndexPlan p = plan_indices(ctx, ctx.in(1), inst.attr_int(k + "index_vector_dim"),
-                             inst.attr_ints(k + "scattered_dims_to_operand_dims", {}),
-                             inst.attr_ints(k + "input_batching_dims", {}),
-                             inst.attr_ints(k + "scatter_indices_batching_dims", {}));
+  const auto& updates = ctx.in(k + 1);
+  auto kind = k == 1 ? match_scatter_body(inst.regions.at(0), operand.dtype) : std::nullopt;
+  std::shared_ptr<const RegionProgram> body;
+  if (!kind) body = ctx.lower_region(inst.regions.at(0));
+  const std::string attr = "scatter_dimension_numbers.";
+  auto window_dims = inst.attr_ints(attr + "update_window_dims", {});
+  auto inserted = inst.attr_ints(attr + "inserted_window_dims", {});
+  IndexPlan p = plan_indices(ctx, ctx.in(k), inst.attr_int(attr + "index_vector_dim"),
+                             inst.attr_ints(attr + "scattered_dims_to_operand_dims", {}),
+                             inst.attr_ints(attr + "input_batching_dims", {}),
+                             inst.attr_ints(attr + "scatter_indices_batching_dims", {}));
   if (p.axes.empty())
     ctx.fail("scatter without scattered or batching dims is not supported yet");
   // Updates: [scatter dims..., window dims...] -> insert size-1 dims for
@@ -294,20 +346,46 @@ Kernel lower_scatter(LowerCtx& ctx) {
   int pad_axis = p.axes.front();
   int64_t pad_size = pad_axis >= 0 ? window[pad_axis] : 0;
   mx::Shape operand_shape = to_mlx_shape(operand.shape);
-  ScatterKind sk = *kind;
-  bool empty = updates.num_elements() == 0 || operand.num_elements() == 0;
-  return nary([=](const Arrays& args) {
-    const mx::array& a = args[0];
-    if (empty) return a;
-    mx::array u = mx::reshape(mx::transpose(args[2], upd_perm), upd_shape);
+  int64_t total = operand.num_elements();
+  int nb = static_cast<int>(p.batch_shape.size());
+  bool empty = updates.num_elements() == 0 || total == 0;
+  return [=](RunState& st, const Arrays& args) {
+    Arrays operands(args.begin(), args.begin() + k);
+    if (empty) return operands;
+    const mx::array& indices = args[k];
+    Arrays us;
+    for (size_t i = 0; i < k; ++i)
+      us.push_back(mx::reshape(mx::transpose(args[k + 1 + i], upd_perm), upd_shape));
     std::vector<mx::array> idx;
     mx::array valid = mx::full(to_shape(p.batch_shape), true, mx::bool_);
     for (size_t c = 0; c < p.index_map.size(); ++c) {
-      mx::array raw = component(p, args[1], c);
+      mx::array raw = component(p, indices, c);
       valid = mx::logical_and(valid, index_in_range(raw, p.index_type, hi[p.index_map[c]]));
       idx.push_back(clamp_index(raw, p.index_type, hi[p.index_map[c]]));
     }
     for (int64_t d : p.batching_indices) idx.push_back(batch_iota(p, batch_pos(p, d)));
+    if (body) {
+      // Flat operand position of every update element: window start (the
+      // index, or 0 for a dim no index names) + window offset, per dim.
+      mx::Shape bshape = to_shape(p.batch_shape);
+      bshape.insert(bshape.end(), operand_shape.size(), 1);
+      mx::array target = mx::zeros({}, mx::int32);
+      int64_t stride = total;
+      for (size_t d = 0; d < operand_shape.size(); ++d) {
+        stride /= operand_shape[d];
+        mx::Shape ishape(upd_shape.size(), 1);
+        ishape[nb + d] = full_window[d];
+        mx::array coord = mx::reshape(mx::arange(full_window[d], mx::int32), ishape);
+        auto it = std::find(p.axes.begin(), p.axes.end(), static_cast<int>(d));
+        if (it != p.axes.end()) coord = mx::add(coord, mx::reshape(idx[it - p.axes.begin()], bshape));
+        target = mx::add(target, mx::multiply(coord, mx::array(static_cast<int>(stride), mx::int32)));
+      }
+      target = mx::where(mx::reshape(valid, bshape), target, mx::array(static_cast<int>(total), mx::int32));
+      return scatter_rounds(*body, st, operands, us, mx::broadcast_to(target, upd_shape), total,
+                            operand_shape);
+    }
+    const mx::array& a = operands[0];
+    mx::array u = us[0];
     mx::array base = a;
     if (pad_axis >= 0 && !p.index_map.empty()) {
       mx::Shape pad_shape = operand_shape;
@@ -317,9 +395,10 @@ Kernel lower_scatter(LowerCtx& ctx) {
       idx[0] = mx::where(valid, idx[0], trash);
     }
     mx::array r = [&] {
-      switch (sk) {
+      switch (*kind) {
         case ScatterKind::kSet: return mx::scatter(base, idx, u, p.axes);
         case ScatterKind::kAdd: return mx::scatter_add(base, idx, u, p.axes);
+        case ScatterKind::kSub: return mx::scatter_add(base, idx, mx::negative(u), p.axes);
         case ScatterKind::kMul: return mx::scatter_prod(base, idx, u, p.axes);
         case ScatterKind::kMax: return mx::scatter_max(base, idx, u, p.axes);
         case ScatterKind::kMin: return mx::scatter_min(base, idx, u, p.axes);
@@ -328,8 +407,8 @@ Kernel lower_scatter(LowerCtx& ctx) {
     }();
     if (pad_axis >= 0 && !p.index_map.empty())
       r = mx::slice(r, mx::Shape(r.ndim(), 0), operand_shape);
-    return r;
-  });
+    return Arrays{r};
+  };
 }
 
 }  // namespace
