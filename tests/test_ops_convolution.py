@@ -70,3 +70,10 @@ def test_integer_and_bf16():
 
 def test_zero_size():
     assert_same(lambda x, w: lax.conv(x, w, (1, 1), "SAME"), X[:0], W)
+
+
+def test_complex64():
+    xc = (X + 1j * X[:, :, ::-1]).astype(np.complex64)
+    wc = (W - 0.5j * W).astype(np.complex64)
+    assert_same(lambda x, w: lax.conv_general_dilated(x, w, (2, 1), ((1, 0), (-1, 2)),
+                                                      rhs_dilation=(1, 2)), xc, wc, **TOL)

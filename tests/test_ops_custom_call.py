@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
-from oracle import run_on
+from oracle import assert_same, run_on
 
 
 @pytest.fixture
@@ -41,3 +41,16 @@ def test_unknown_target_names_it():
 
     with pytest.raises(Exception, match="custom_call target 'pjrtx_no_such_target'"):
         jax.jit(f)(jnp.ones(3))
+
+
+def test_dce_sink_produces_nothing():
+    # lax.dce_sink keeps a value alive through MLIR's dead-code elimination
+    # as a custom_call with no results; the function's result is unchanged.
+    x = np.arange(4, dtype=np.float32)
+
+    def f(x):
+        jax.lax.dce_sink(x * 2, prevent_mlir_dce=True)
+        return x + 1
+
+    assert "dce_sink" in jax.jit(f).lower(x).as_text()
+    assert_same(f, x)

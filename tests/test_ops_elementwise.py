@@ -226,6 +226,21 @@ def test_complex64():
     check(f, x, y, rtol=1e-5, atol=1e-6)
 
 
+def test_complex64_unary():
+    # Every unary op with a complex form, on small (|z| ~ 1e-4: expm1 and
+    # log1p must not cancel) and moderate values.
+    re = np.array([0.0, 1e-4, -3e-4, 0.5, -1.25, 2.0, 0.0, -0.75], np.float32)
+    im = np.array([0.0, 2e-4, 1e-4, -0.5, 1.5, -3.0, 1.0, 0.0], np.float32)
+    z = (re + 1j * im).astype(np.complex64)
+
+    def f(z):
+        return dict(expm1=lax.expm1(z), log1p=lax.log1p(z), sin=lax.sin(z), cos=lax.cos(z),
+                    tan=lax.tan(z), tanh=lax.tanh(z), rsqrt=lax.rsqrt(z + 1), exp=lax.exp(z),
+                    logistic=lax.logistic(z), neg=lax.neg(z))
+
+    check(f, z, rtol=2e-5, atol=1e-6)
+
+
 def test_complex64_infinite_parts():
     # exp with an infinite or overflowing real part (MLX's own complex exp
     # gives nan + inf*j for exp(inf + 1j)), and complex(re, im) with

@@ -9,7 +9,7 @@
 //   batch_group_count contiguous chunks that sit side by side in C);
 // - groups on 3 spatial dims (MLX: 1-D/2-D only) run per group;
 // - no spatial dims gets a dummy one; integer/bool convolutions compute in
-//   f32 (MLX's conv takes floats only).
+//   f32 (MLX's conv takes floats only); complex ones are four real ones.
 #include <algorithm>
 
 #include "backend/mlx/ops/pad.h"
@@ -53,6 +53,43 @@ mx::array conv(const ConvPlan& p, const mx::array& x, const mx::array& w) {
   return mx::concatenate(parts, -1);
 }
 
+// One real convolution in p.compute, laid out as the result.
+mx::array run_conv(const ConvPlan& p, const mx::array& a, const mx::array& b) {
+    mx::array x = mx::astype(mx::transpose(a, p.lhs_perm), p.compute);
+    mx::array w = mx::astype(mx::transpose(b, p.rhs_perm), p.compute);
+    for (int axis : p.reversed) w = mx::flip(w, axis);
+    if (p.batch_groups > 1) {
+      // [N, S..., C] -> [G, N/G, S..., C] -> [N/G, S..., G, C] -> [N/G, S..., G*C]
+      mx::Shape s(x.shape().begin(), x.shape().end());
+      int g = static_cast<int>(p.batch_groups);
+      mx::Shape split = s;
+      split[0] = s[0] / g;
+      split.insert(split.begin(), g);
+      x = mx::reshape(x, split);
+      std::vector<int> perm;
+      for (int d = 1; d < static_cast<int>(split.size()) - 1; ++d) perm.push_back(d);
+      perm.push_back(0);
+      perm.push_back(static_cast<int>(split.size()) - 1);
+      x = mx::transpose(x, perm);
+      mx::Shape merged(split.begin() + 1, split.end() - 1);
+      merged.push_back(g * s.back());
+      x = mx::reshape(x, merged);
+    }
+    if (p.explicit_pad) x = pad_array(x, mx::array(0.0f), p.x_lo, p.x_hi, p.x_interior);
+    mx::array y = [&] {
+      if (p.nsp > 0) return conv(p, x, w);
+      // No spatial dims: a dummy one of size 1.
+      ConvPlan q = p;
+      q.nsp = 1;
+      q.strides = q.pad_lo = q.pad_hi = {0};
+      q.strides = {1};
+      q.lhs_dil = q.rhs_dil = {1};
+      q.explicit_pad = false;
+      return mx::squeeze(conv(q, mx::expand_dims(x, 1), mx::expand_dims(w, 1)), 1);
+    }();
+  return mx::transpose(y, p.out_perm);
+}
+
 Kernel lower_convolution(LowerCtx& ctx) {
   const auto& inst = ctx.inst();
   const auto& lhs = ctx.in(0);
@@ -92,7 +129,6 @@ Kernel lower_convolution(LowerCtx& ctx) {
   p.groups = inst.attr_int("feature_group_count", 1);
   p.batch_groups = inst.attr_int("batch_group_count", 1);
   if (p.groups > 1 && p.batch_groups > 1) ctx.fail("feature and batch groups at once");
-  if (compiler::is_complex(out.dtype)) ctx.fail("complex convolutions are not supported yet");
 
   p.lhs_perm.push_back(static_cast<int>(ib));
   for (int64_t d : is) p.lhs_perm.push_back(static_cast<int>(d));
@@ -132,44 +168,21 @@ Kernel lower_convolution(LowerCtx& ctx) {
     }
   }
   p.out = to_mlx(out.dtype);
-  p.compute = compiler::is_float(out.dtype) ? p.out : mx::float32;
+  p.compute = compiler::is_float(out.dtype) ? p.out : mx::float32;  // ints, bool, complex parts
   bool empty = out.num_elements() == 0 || lhs.num_elements() == 0 || rhs.num_elements() == 0;
   mx::Shape out_shape = to_mlx_shape(out.shape);
-  return binary([p, empty, out_shape](const mx::array& a, const mx::array& b) {
+  bool is_complex = compiler::is_complex(out.dtype);
+  return binary([p, empty, out_shape, is_complex](const mx::array& a, const mx::array& b) {
     if (empty) return mx::zeros(out_shape, p.out);
-    mx::array x = mx::astype(mx::transpose(a, p.lhs_perm), p.compute);
-    mx::array w = mx::astype(mx::transpose(b, p.rhs_perm), p.compute);
-    for (int axis : p.reversed) w = mx::flip(w, axis);
-    if (p.batch_groups > 1) {
-      // [N, S..., C] -> [G, N/G, S..., C] -> [N/G, S..., G, C] -> [N/G, S..., G*C]
-      mx::Shape s(x.shape().begin(), x.shape().end());
-      int g = static_cast<int>(p.batch_groups);
-      mx::Shape split = s;
-      split[0] = s[0] / g;
-      split.insert(split.begin(), g);
-      x = mx::reshape(x, split);
-      std::vector<int> perm;
-      for (int d = 1; d < static_cast<int>(split.size()) - 1; ++d) perm.push_back(d);
-      perm.push_back(0);
-      perm.push_back(static_cast<int>(split.size()) - 1);
-      x = mx::transpose(x, perm);
-      mx::Shape merged(split.begin() + 1, split.end() - 1);
-      merged.push_back(g * s.back());
-      x = mx::reshape(x, merged);
+    if (is_complex) {
+      // MLX convolves real types only: four real convolutions,
+      // (ar + i ai) * (br + i bi) = (ar*br - ai*bi) + i (ar*bi + ai*br).
+      mx::array ar = mx::real(a), ai = mx::imag(a), br = mx::real(b), bi = mx::imag(b);
+      mx::array re = mx::subtract(run_conv(p, ar, br), run_conv(p, ai, bi));
+      mx::array im = mx::add(run_conv(p, ar, bi), run_conv(p, ai, br));
+      return make_complex(re, im);
     }
-    if (p.explicit_pad) x = pad_array(x, mx::array(0.0f), p.x_lo, p.x_hi, p.x_interior);
-    mx::array y = [&] {
-      if (p.nsp > 0) return conv(p, x, w);
-      // No spatial dims: a dummy one of size 1.
-      ConvPlan q = p;
-      q.nsp = 1;
-      q.strides = q.pad_lo = q.pad_hi = {0};
-      q.strides = {1};
-      q.lhs_dil = q.rhs_dil = {1};
-      q.explicit_pad = false;
-      return mx::squeeze(conv(q, mx::expand_dims(x, 1), mx::expand_dims(w, 1)), 1);
-    }();
-    y = mx::transpose(y, p.out_perm);
+    mx::array y = run_conv(p, a, b);
     return y.dtype() == p.out ? y : mx::astype(y, p.out);
   });
 }

@@ -156,6 +156,25 @@ Kernel lower_exp(LowerCtx& ctx) {
   return in_f32_or_f64(exp_accurate);
 }
 
+// MLX's expm1 has no complex kernel (it throws at evaluation). With
+// z = a + bi: e^z - 1 = (expm1(a) cos b - 2 sin^2(b/2)) + i e^a sin b, which
+// keeps small |z| accurate (cos b - 1 = -2 sin^2(b/2) does not cancel).
+mx::array complex_expm1(const mx::array& z) {
+  mx::array a = mx::real(z), b = mx::imag(z);
+  mx::array h = mx::sin(mx::multiply(b, mx::array(0.5f)));
+  mx::array b_zero = mx::equal(b, mx::zeros_like(b));
+  mx::array em1 = mx::expm1(a);
+  mx::array re = mx::subtract(mx::multiply(em1, mx::cos(b)), mx::multiply(mx::array(2.0f), mx::multiply(h, h)));
+  mx::array im = mx::multiply(exp_accurate(a), mx::sin(b));
+  return make_complex(mx::where(b_zero, em1, re), mx::where(b_zero, b, im));
+}
+
+Kernel lower_expm1(LowerCtx& ctx) {
+  require_float_or_complex(ctx);
+  if (compiler::is_complex(elem(ctx))) return unary(complex_expm1);
+  return lower_float_unary<mx::expm1>(ctx);
+}
+
 Kernel lower_logistic(LowerCtx& ctx) {
   require_float_or_complex(ctx);
   if (compiler::is_complex(elem(ctx)))
@@ -415,7 +434,7 @@ void register_elementwise_ops(Registry& r) {
   r.add(Opcode::tan, lower_float_unary<mx::tan>);
   r.add(Opcode::tanh, lower_float_unary<mx::tanh>);
   r.add(Opcode::exponential, lower_exp);
-  r.add(Opcode::exponential_minus_one, lower_float_unary<mx::expm1>);
+  r.add(Opcode::exponential_minus_one, lower_expm1);
   r.add(Opcode::log, lower_float_unary<mx::log>);
   r.add(Opcode::log_plus_one, lower_float_unary<mx::log1p>);
   r.add(Opcode::sqrt, lower_float_unary<mx::sqrt>);
