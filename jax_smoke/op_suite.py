@@ -1,0 +1,294 @@
+"""One jitted program per StableHLO op family, run on pjrtx and on XLA:CPU.
+
+Prints a table (op, dtype, max error, pass/fail) and exits non-zero on a
+mismatch. tests/test_op_suite.py runs the same cases and also checks that
+together they lower every op pjrtx registers (`_pjrtx.supported_ops()`).
+
+    python jax_smoke/op_suite.py
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Any, Callable
+
+os.environ.setdefault("JAX_PLATFORMS", "pjrtx,cpu")
+
+import jax  # noqa: E402
+
+from pjrtx import jax_plugin  # noqa: E402
+
+jax_plugin.ensure_registered()  # a source checkout has no entry point
+import jax.numpy as jnp  # noqa: E402
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+
+
+@dataclasses.dataclass
+class Case:
+    op: str                       # what the program exercises
+    fn: Callable                  # jitted on each device
+    args: tuple
+    rtol: float = 0.0
+    x64: bool = False             # run under jax.enable_x64
+    mlir: str | None = None       # a hand-written StableHLO module instead of fn
+    # Sharding ops need a mesh of the default device (pjrtx): fn jits
+    # itself there (or mlir runs), and this NumPy function of args is the
+    # oracle instead of XLA:CPU.
+    numpy_oracle: Callable | None = None
+
+    @property
+    def dtype(self) -> str:
+        leaves = [a for a in jax.tree_util.tree_leaves(self.args) if hasattr(a, "dtype")]
+        return np.dtype(leaves[0].dtype).name if leaves else "-"
+
+
+R = np.random.default_rng(0)
+F32 = R.standard_normal((4, 6)).astype(np.float32)
+G32 = R.standard_normal((4, 6)).astype(np.float32)
+I32 = R.integers(-100, 100, (4, 6)).astype(np.int32)
+J32 = R.integers(-40, 40, (4, 6)).astype(np.int32)
+U8 = R.integers(0, 255, (4, 6)).astype(np.uint8)
+C64 = (F32 + 1j * G32).astype(np.complex64)
+BF16 = F32.astype(ml_dtypes.bfloat16)
+F16 = F32.astype(np.float16)
+F64 = F32.astype(np.float64)
+EDGE = np.array([0.0, -0.0, 1.5, -2.5, np.inf, -np.inf, np.nan, 3e38], np.float32)
+IMG = R.standard_normal((2, 8, 8, 3)).astype(np.float32)
+KER = R.standard_normal((3, 3, 3, 4)).astype(np.float32)
+IDX = np.array([[0], [3], [-1], [9], [3]], np.int32)  # repeats and out of range
+
+DOT_MLIR = """module @m {
+func.func public @main(%a: tensor<3x4xf32>, %b: tensor<4x2xf32>) -> tensor<3x2xf32> {
+  %0 = "stablehlo.dot"(%a, %b) : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+}"""
+
+# Ops JAX 0.10.2 does not emit in these forms (cond lowers to case, logistic
+# to exp/divide, reshard to sharding_constraint), but other producers do.
+MISC_MLIR = """module @m {
+func.func public @main(%p: tensor<i1>, %x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %0 = "stablehlo.if"(%p) ({
+    %s = stablehlo.sine %x : tensor<4xf32>
+    stablehlo.return %s : tensor<4xf32>
+  }, {
+    %c = stablehlo.cosine %x : tensor<4xf32>
+    stablehlo.return %c : tensor<4xf32>
+  }) : (tensor<i1>) -> tensor<4xf32>
+  %1 = stablehlo.logistic %x : tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}
+}"""
+
+# XLA:CPU rejects a hand-written sdy.reshard ("unknown mesh"): NumPy is the
+# oracle (it is an identity on one device).
+RESHARD_MLIR = """module @m {
+sdy.mesh @mesh = <["x"=1]>
+func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = sdy.reshard %x <@mesh, [{"x"}]> : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+}"""
+
+
+def _max_pool(x):
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+
+def _sharded(x):
+    mesh = jax.make_mesh((1,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    return lax.with_sharding_constraint(x, jax.sharding.NamedSharding(mesh, jax.P("x"))) * 2
+
+
+def _gspmd_sharded(x):
+    old = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", False)
+    try:
+        return jax.jit(_sharded)(x)
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", old)
+
+
+@jax.jit
+def _helper(x):
+    return jnp.sin(x) * 2
+
+
+def _calls(x):
+    # A non-inlined private function: stablehlo arrives with func.call.
+    return jax.jit(_helper, inline=False)(x) + 1
+
+
+def cases() -> list[Case]:
+    ew = [
+        Case("add/subtract/multiply/divide/remainder/power", lambda a, b: (
+            a + b, a - b, a * b, a / b, lax.rem(a, b), lax.pow(jnp.abs(a), b)), (F32, G32), 2e-6),
+        Case("integer divide/remainder (x/0, INT_MIN/-1)", lambda a, b: (lax.div(a, b), lax.rem(a, b)),
+             (np.append(I32.ravel(), [np.iinfo(np.int32).min, 5]).astype(np.int32),
+              np.append(J32.ravel(), [-1, 0]).astype(np.int32))),
+        Case("maximum/minimum/atan2 (NaN, -0)", lambda a, b: (
+            lax.max(a, b), lax.min(a, b), lax.atan2(a, b)), (EDGE, EDGE[::-1].copy()), 2e-6),
+        Case("abs/negate/sign/floor/ceil/round (NaN, -0, inf)", lambda a: (
+            lax.abs(a), -a, lax.sign(a), lax.floor(a), lax.ceil(a), lax.round(a),
+            lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN), lax.is_finite(a)), (EDGE,)),
+        Case("exp/expm1/log/log1p/logistic", lambda a: (
+            lax.exp(a), lax.expm1(a), lax.log(jnp.abs(a)), lax.log1p(jnp.abs(a)),
+            lax.logistic(a)), (F32,), 2e-6),
+        Case("sin/cos/tan/tanh/sqrt/rsqrt/cbrt", lambda a: (
+            lax.sin(a), lax.cos(a), lax.tan(a), lax.tanh(a), lax.sqrt(jnp.abs(a)),
+            lax.rsqrt(jnp.abs(a)), lax.cbrt(a)), (F32,), 4e-6),
+        Case("f64 transcendentals", lambda a: (lax.exp(a), lax.sin(a * 1e3), lax.cos(a)),
+             (F64,), 1e-13, x64=True),
+        Case("bf16/f16 arithmetic", lambda a, b: (a * b + a, jnp.tanh(b)), (BF16, F16), 1e-2),
+        Case("and/or/xor/not/shifts (counts >= width)", lambda a, b: (
+            a & b, a | b, a ^ b, ~a, lax.shift_left(a, b % 40), lax.shift_right_logical(a, b % 40),
+            lax.shift_right_arithmetic(a, b % 40)), (I32, J32)),
+        Case("popcnt/count_leading_zeros", lambda a: (lax.population_count(a), lax.clz(a)),
+             (np.append(I32.ravel(), [0, -1, np.iinfo(np.int32).min]).astype(np.int32),)),
+        Case("reduce_precision", lambda a: lax.reduce_precision(a, 5, 10), (F32 * 1e3,)),
+        Case("complex/real/imag and complex arithmetic", lambda a, b: (
+            lax.complex(a, b), lax.real(lax.complex(a, b) * 2), lax.imag(lax.complex(a, b)),
+            jnp.exp(lax.complex(a, b)) / lax.complex(b, a)), (F32, G32), 1e-5),
+        Case("compare and select", lambda a, b: (
+            a < b, a == b, a >= b, a != b, lax.select(a > b, a, b)), (EDGE, EDGE[::-1].copy())),
+        Case("clamp", lambda a: lax.clamp(-1.0, a, 1.0), (EDGE,)),
+        Case("convert (saturating float->int, NaN->0)", lambda a: (
+            a.astype(jnp.int32), a.astype(jnp.uint8), a.astype(jnp.bfloat16), a.astype(bool)),
+            (EDGE,)),
+        Case("bitcast_convert between widths", lambda a: (
+            lax.bitcast_convert_type(a, jnp.uint8), lax.bitcast_convert_type(a, jnp.int32)),
+            (F32,)),
+    ]
+    data = [
+        Case("broadcast_in_dim/reshape/transpose/slice/concatenate/reverse/iota", lambda a: (
+            jnp.broadcast_to(a[:, None, :], (4, 2, 6)), a.reshape(6, 4).T, a[1:3, ::2],
+            jnp.concatenate([a, a[:1]]), a[::-1], lax.iota(jnp.int32, 7) + a.shape[0]), (F32,)),
+        Case("pad (negative and interior)", lambda a: lax.pad(a, 0.5, ((1, -1, 1), (-2, 3, 0))),
+             (F32,)),
+        Case("dynamic_slice/dynamic_update_slice (clamped)", lambda a, i: (
+            lax.dynamic_slice(a, (i, i), (2, 3)), lax.dynamic_update_slice(a, a[:2, :2], (i, -i))),
+            (F32, np.int32(5))),
+        Case("gather (clamped)", lambda a, i: a[i[:, 0]], (F32, IDX)),
+        Case("scatter set/add and a general body (repeats dropped out of range)", lambda a, i: (
+            a.at[i[:, 0]].set(7.0, mode="drop"), a.at[i[:, 0]].add(1.0, mode="drop"),
+            a.at[i[:, 0]].apply(lambda t: t * 2 - 1, mode="drop")), (F32, IDX)),
+    ]
+    contraction = [
+        Case("dot_general (batch, f32)", lambda a, b: jnp.einsum("bij,bjk->bik", a, b),
+             (F32.reshape(2, 2, 6), G32.reshape(2, 6, 2)), 1e-5),
+        Case("dot_general (int, complex)", lambda a, b, c: (a @ b.T, c @ c.T),
+             (I32, J32, C64), 1e-5),
+        Case("dot (hand-written StableHLO)", None, (F32[:3, :4].copy(), G32[:4, :2].copy()), 1e-5,
+             mlir=DOT_MLIR),
+        Case("convolution (strides, dilation, groups)", lambda x, w: lax.conv_general_dilated(
+            x, w, (2, 1), "SAME", rhs_dilation=(1, 2), dimension_numbers=("NHWC", "HWIO", "NHWC")),
+            (IMG, KER), 1e-4),
+    ]
+    reduce = [
+        Case("reduce (sum, max, general body)", lambda a: (
+            a.sum(0), a.max(1), lax.reduce(a, 0.0, lambda x, y: jnp.maximum(jnp.abs(x), jnp.abs(y)),
+                                          (1,))), (F32,), 1e-6),
+        Case("reduce (argmax/argmin: 2-operand)", lambda a: (jnp.argmax(a, 1), jnp.argmin(a, 0)),
+             (np.append(EDGE, EDGE).reshape(2, 8),)),
+        Case("reduce_window (pooling, cumsum, cumlogsumexp)", lambda x: (
+            _max_pool(x), jnp.cumsum(x, axis=1), lax.cumlogsumexp(x, axis=2)), (IMG,), 1e-5),
+        Case("select_and_scatter (max-pool gradient)", lambda x: jax.grad(
+            lambda v: _max_pool(v).sum())(x), (IMG,)),
+        Case("sort (multi-operand, descending), top_k composite", lambda a: (
+            lax.sort((a, -a), num_keys=1), jnp.sort(a, descending=True), lax.top_k(a, 3)),
+            (EDGE.reshape(2, 4),)),
+    ]
+    misc = [
+        Case("while/case/if", lambda a: (
+            lax.fori_loop(0, 5, lambda i, v: v * 1.5 + i, a),
+            lax.switch(jnp.int32(2), [jnp.sin, jnp.cos, jnp.tanh], a),
+            lax.cond(a.sum() > 0, jnp.exp, jnp.negative, a)), (F32,), 2e-6),
+        Case("optimization_barrier", lambda a: lax.optimization_barrier((a, a * 2)), (F32,)),
+        Case("func.call (non-inlined jit)", _calls, (F32,), 2e-6),
+        Case("rng_bit_generator (THREE_FRY, PHILOX)", lambda k: (
+            lax.rng_bit_generator(k, (3, 5), algorithm=lax.RandomAlgorithm.RNG_THREE_FRY),
+            lax.rng_bit_generator(k, (4,), jnp.uint8, algorithm=lax.RandomAlgorithm.RNG_PHILOX)),
+            (np.array([1, 2, 3, 4], np.uint32),)),
+        Case("jax.random (threefry)", lambda k: jax.random.normal(jax.random.wrap_key_data(k), (5,)),
+             (np.array([0, 42], np.uint32),), 1e-6),
+        Case("sdy.sharding_constraint", jax.jit(_sharded), (F32,), numpy_oracle=lambda x: x * 2),
+        Case("custom_call @Sharding (GSPMD)", _gspmd_sharded, (F32,), numpy_oracle=lambda x: x * 2),
+        Case("if, logistic (hand-written StableHLO)", None, (np.bool_(False), EDGE[:4].copy()),
+             2e-6, mlir=MISC_MLIR),
+        Case("sdy.reshard (hand-written StableHLO)", None, (EDGE[:4].copy(),), mlir=RESHARD_MLIR,
+             numpy_oracle=lambda x: x),
+    ]
+    return ew + data + contraction + reduce + misc
+
+
+def run_case(c: Case, device) -> list[np.ndarray]:
+    import contextlib
+    ctx = jax.enable_x64(True) if c.x64 else contextlib.nullcontext()
+    with ctx:
+        if c.numpy_oracle is not None and device.platform == "cpu":
+            return [np.asarray(c.numpy_oracle(*c.args))]
+        if c.mlir is not None:
+            sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+            from oracle import run_mlir_on
+            return run_mlir_on(device, c.mlir, *c.args)
+        if c.numpy_oracle is not None:
+            return [np.asarray(c.fn(*c.args))]
+        placed = jax.device_put(c.args, device)
+        out = jax.jit(c.fn)(*placed)
+        return [np.asarray(o) for o in jax.tree_util.tree_leaves(out)]
+
+
+def compare(got: list[np.ndarray], want: list[np.ndarray], rtol: float) -> tuple[bool, float]:
+    if len(got) != len(want):
+        return False, float("inf")
+    ok, worst = True, 0.0
+    for g, w in zip(got, want):
+        if g.dtype != w.dtype or g.shape != w.shape:
+            return False, float("inf")
+        if g.dtype.kind in "biu":
+            same = np.array_equal(g, w)
+            ok &= same
+            err = 0.0 if same else float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64))))
+        else:
+            wide = np.complex128 if g.dtype.kind == "c" else np.float64
+            gw, ww = g.astype(wide), w.astype(wide)
+            ok &= np.allclose(gw, ww, rtol=rtol, atol=rtol, equal_nan=True)
+            # inf - inf is NaN: compare the matching infinities as equal
+            with np.errstate(invalid="ignore"):
+                diff = np.where(gw == ww, 0, np.abs(gw - ww))
+            diff = diff[~np.isnan(diff)]
+            err = float(diff.max()) if diff.size else 0.0
+        worst = max(worst, err)
+    return bool(ok), worst
+
+
+def run_suite(verbose: bool = True) -> list[tuple[Case, bool, float, str]]:
+    pjrtx, cpu = jax.devices("pjrtx")[0], jax.devices("cpu")[0]
+    rows = []
+    for c in cases():
+        try:
+            ok, err = compare(run_case(c, pjrtx), run_case(c, cpu), c.rtol)
+            note = ""
+        except Exception as e:  # a failure to compile or run is a failed row
+            ok, err, note = False, float("nan"), f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"
+        rows.append((c, ok, err, note))
+        if verbose:
+            print(f"{c.op[:62]:<62} {c.dtype:<10} {err:>10.3g}  {'pass' if ok else 'FAIL'}  {note}",
+                  flush=True)
+    return rows
+
+
+def main() -> int:
+    print(f"jax {jax.__version__}; pjrtx on {jax.devices('pjrtx')[0].device_kind!r}, oracle XLA:CPU\n")
+    print(f"{'op':<62} {'dtype':<10} {'max error':>10}  result")
+    rows = run_suite()
+    failed = sum(not ok for _, ok, _, _ in rows)
+    print(f"\n{len(rows) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
