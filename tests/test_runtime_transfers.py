@@ -175,3 +175,16 @@ def test_complex128_is_refused_by_name(pjrtx_device, x64):
     # MLX has no complex128; the error names the type instead of a PJRT number.
     with pytest.raises(Exception, match=r"element type c128 is not supported"):
         jax.device_put(np.ones(3, np.complex128), pjrtx_device)
+
+
+def test_unsafe_buffer_pointer(pjrtx_device):
+    x = jax.device_put(np.arange(6, dtype=np.float32), pjrtx_device)
+    y = jnp.sin(x)
+    px, py = x.unsafe_buffer_pointer(), y.unsafe_buffer_pointer()
+    assert px and py and px != py and px == x.unsafe_buffer_pointer()
+    assert jax.device_put(np.zeros(0, np.float32), pjrtx_device).unsafe_buffer_pointer() == 0
+    if pjrtx_device.device_kind == "MLX CPU":
+        # On the CPU back end the address is host memory holding the values.
+        import ctypes
+        got = np.ctypeslib.as_array((ctypes.c_float * 6).from_address(py))
+        np.testing.assert_array_equal(got, np.asarray(y))

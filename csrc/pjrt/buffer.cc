@@ -112,6 +112,16 @@ PJRT_Error* Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args* args) {
   });
 }
 
+// jax.Array.unsafe_buffer_pointer(): the address of the evaluated,
+// contiguous MLX storage (host memory on CPU and Metal's unified memory).
+PJRT_Error* Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Buffer_UnsafePointer);
+    PJRT_Buffer* b = live(args->buffer, kFn);
+    args->buffer_pointer = b->client->rt->unsafe_pointer(b->rt);
+  });
+}
+
 PJRT_Error* Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Buffer_ReadyEvent);

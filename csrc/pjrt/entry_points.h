@@ -41,7 +41,7 @@
   X(Buffer_GetMemoryLayout) X(Buffer_OnDeviceSizeInBytes) X(Buffer_Device)    \
   X(Buffer_Memory) X(Buffer_Delete) X(Buffer_IsDeleted) X(Buffer_CopyToDevice)\
   X(Buffer_CopyToMemory) X(Buffer_ToHostBuffer) X(Buffer_IsOnCpu)             \
-  X(Buffer_ReadyEvent)                                                        \
+  X(Buffer_ReadyEvent) X(Buffer_UnsafePointer)                                \
   X(TopologyDescription_PlatformName) X(TopologyDescription_PlatformVersion)  \
   X(TopologyDescription_GetDeviceDescriptions)                                \
   X(TopologyDescription_Attributes)

@@ -134,6 +134,12 @@ EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
   return done;
 }
 
+uintptr_t Client::unsafe_pointer(const BufferPtr& buffer) {
+  BufferUse use(buffer, "unsafe_buffer_pointer");
+  if (ErrorPtr err = buffer->ready_event()->await()) throw *err;
+  return executor_->run_sync([&] { return backend::array_address(use.buffer()->array_for_use()); });
+}
+
 namespace {
 
 std::string fingerprint_of(std::string_view code, const std::string& device) {

@@ -92,6 +92,9 @@ class Client {
   // Copies `buffer` into dst (row-major) on the executor; returns the event
   // that fires when done.
   EventPtr to_host(const BufferPtr& buffer, void* dst, size_t dst_size);
+  // Waits for `buffer`, evaluates it and returns the address of its storage;
+  // FAILED_PRECONDITION for a strided view (no one contiguous block).
+  uintptr_t unsafe_pointer(const BufferPtr& buffer);
 
  private:
   std::string platform_version_;

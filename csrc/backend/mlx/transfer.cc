@@ -86,4 +86,14 @@ void array_to_host(const mx::array& a, void* dst, size_t dst_size) {
   std::memcpy(dst, src.data<void>(), dst_size);
 }
 
+uintptr_t array_address(const mx::array& a) {
+  if (a.size() == 0) return 0;
+  mx::array src = a;
+  src.eval();
+  if (!src.flags().row_contiguous)
+    throw_error(ErrorCode::kFailedPrecondition,
+                "pjrtx: unsafe_buffer_pointer: the buffer is a strided view, not one contiguous block");
+  return reinterpret_cast<uintptr_t>(src.data<void>());
+}
+
 }  // namespace pjrtx::backend

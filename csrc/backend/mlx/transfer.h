@@ -24,6 +24,10 @@ mx::array array_from_host(const void* data, const compiler::TensorType& type,
 // equal a.nbytes()). Call on the executor thread.
 void array_to_host(const mx::array& a, void* dst, size_t dst_size);
 
+// The address of a's evaluated storage (0 when empty); throws
+// FAILED_PRECONDITION when a is a strided view of another array.
+uintptr_t array_address(const mx::array& a);
+
 // Copies a strided host array into a dense row-major buffer.
 void strided_copy(const void* src, void* dst, const compiler::Shape& shape,
                   const int64_t* byte_strides, int64_t elem_size);
