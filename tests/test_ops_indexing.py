@@ -165,3 +165,15 @@ def test_variadic_scatter():
     assert_same_mlir(VARIADIC_SCATTER, np.arange(6, dtype=np.float32),
                      np.arange(6, dtype=np.int32) * 10, np.array([[1], [4], [1], [9]], np.int32),
                      np.array([5.0, -1.0, 7.0, 9.0], np.float32), np.array([1, 2, 3, 4], np.int32))
+
+
+def test_scatter_without_index_dims():
+    # An empty index vector: every update window starts at the origin (JAX
+    # emits this for static full-slice updates); no MLX scatter axis exists.
+    x = np.arange(12, dtype=np.int32).reshape(3, 4)
+    u = np.full((2, 4), 5, np.int32)
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(0, 1), inserted_window_dims=(),
+                                     scatter_dims_to_operand_dims=())
+    none = np.zeros((0,), np.int32)
+    assert_same(lambda x, i, u: (lax.scatter_min(x, i, u, dn), lax.scatter_add(x, i, u, dn),
+                                 lax.scatter(x, i, u, dn)), x, none, u)

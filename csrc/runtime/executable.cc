@@ -35,7 +35,10 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
     if (args[i]->is_deleted())
       failed_precondition("pjrtx: ", name(), " argument ", i, " (", args[i]->type().str(),
                           ") was deleted or donated");
-    if (args[i]->type() != param_types_[i])
+    // jaxlib passes a token argument as a pred[0] buffer.
+    bool token_arg = param_types_[i].dtype == compiler::DType::kToken &&
+                     args[i]->type().dtype == compiler::DType::kPred;
+    if (args[i]->type() != param_types_[i] && !token_arg)
       invalid_argument("pjrtx: ", name(), " argument ", i, " is ", args[i]->type().str(),
                        " but the program expects ", param_types_[i].str());
   }

@@ -152,8 +152,10 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
         // Batched runs may add leading dims; the trailing dims must match.
         size_t rank = want[i].shape.size();
         size_t lead = a.ndim() >= rank ? a.ndim() - rank : 0;
-        bool ok = (st.batched ? a.ndim() >= rank : a.ndim() == rank) &&
-                  from_mlx(a.dtype()) == want[i].dtype;
+        // A token is carried as a bool scalar (ops/collective.cc).
+        compiler::DType dt = want[i].dtype == compiler::DType::kToken ? compiler::DType::kPred
+                                                                      : want[i].dtype;
+        bool ok = (st.batched ? a.ndim() >= rank : a.ndim() == rank) && from_mlx(a.dtype()) == dt;
         for (size_t d = 0; ok && d < rank; ++d)
           ok = a.shape(static_cast<int>(lead + d)) == want[i].shape[d];
         if (!ok)

@@ -308,9 +308,6 @@ Kernel lower_scatter(LowerCtx& ctx) {
     ctx.fail("expects 2N+1 operands for N results, got ", ctx.num_in());
   const auto& operand = ctx.in(0);
   const auto& updates = ctx.in(k + 1);
-  auto kind = k == 1 ? match_scatter_body(inst.regions.at(0), operand.dtype) : std::nullopt;
-  std::shared_ptr<const RegionProgram> body;
-  if (!kind) body = ctx.lower_region(inst.regions.at(0));
   const std::string attr = "scatter_dimension_numbers.";
   auto window_dims = inst.attr_ints(attr + "update_window_dims", {});
   auto inserted = inst.attr_ints(attr + "inserted_window_dims", {});
@@ -318,8 +315,12 @@ Kernel lower_scatter(LowerCtx& ctx) {
                              inst.attr_ints(attr + "scattered_dims_to_operand_dims", {}),
                              inst.attr_ints(attr + "input_batching_dims", {}),
                              inst.attr_ints(attr + "scatter_indices_batching_dims", {}));
-  if (p.axes.empty())
-    ctx.fail("scatter without scattered or batching dims is not supported yet");
+  // Without scattered or batching dims every update window starts at the
+  // origin: MLX's scatter needs an indexed axis, the element path does not.
+  auto kind = k == 1 && !p.axes.empty() ? match_scatter_body(inst.regions.at(0), operand.dtype)
+                                        : std::nullopt;
+  std::shared_ptr<const RegionProgram> body;
+  if (!kind) body = ctx.lower_region(inst.regions.at(0));
   // Updates: [scatter dims..., window dims...] -> insert size-1 dims for
   // inserted/batching operand dims -> [batch..., full operand-rank window].
   std::vector<int> upd_perm;
@@ -343,7 +344,7 @@ Kernel lower_scatter(LowerCtx& ctx) {
   for (int64_t d = 0; d < operand.rank(); ++d) hi[d] = operand.shape[d] - window[d];
   // Windows that do not fit are dropped (XLA): they are redirected into a
   // scratch block appended to the first indexed axis, then sliced away.
-  int pad_axis = p.axes.front();
+  int pad_axis = p.axes.empty() ? -1 : p.axes.front();
   int64_t pad_size = pad_axis >= 0 ? window[pad_axis] : 0;
   mx::Shape operand_shape = to_mlx_shape(operand.shape);
   int64_t total = operand.num_elements();

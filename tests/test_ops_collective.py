@@ -1,0 +1,54 @@
+"""Collectives, ids and tokens on pjrtx's one device: pmap/psum over a
+size-1 axis and programs that pass tokens, against XLA:CPU."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from oracle import run_mlir_on
+
+X = np.arange(6, dtype=np.float32).reshape(1, 6)
+
+
+def pmapped(device):
+    def f(x):
+        return (lax.psum(x, "i"), lax.pmax(x, "i"), lax.all_gather(x, "i"), lax.axis_index("i"),
+                lax.ppermute(x, "i", [(0, 0)]), lax.psum_scatter(x, "i", tiled=True),
+                lax.all_to_all(x[None], "i", 0, 0, tiled=True))
+    out = jax.pmap(f, axis_name="i", devices=[device])(X)
+    return [np.asarray(o) for o in out]
+
+
+def test_single_device_collectives_match_cpu():
+    got = pmapped(jax.devices("pjrtx")[0])
+    want = pmapped(jax.devices("cpu")[0])
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_tokens_in_and_out():
+    f = jax.jit(lambda t, x: (lax.create_token(), x + 1))
+    tok, y = f(lax.create_token(), 2.0)
+    from jax._src.core import Token
+    assert float(y) == 3.0 and isinstance(tok, Token)
+
+
+TWO_DEVICE_PSUM = """module @m attributes {mhlo.num_replicas = 2 : i32} {
+func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = "stablehlo.all_reduce"(%x) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+}"""
+
+
+def test_wider_replica_group_is_a_compile_error():
+    # A psum over two devices cannot run on one: refused when compiling,
+    # naming the op.
+    with pytest.raises(Exception, match=r"stablehlo.all_reduce.*group of 2 devices"):
+        run_mlir_on(jax.devices("pjrtx")[0], TWO_DEVICE_PSUM, np.ones(3, np.float32))
