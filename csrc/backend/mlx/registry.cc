@@ -22,6 +22,7 @@ Registry::Registry()
   register_convolution_ops(*this);
   register_select_and_scatter_ops(*this);
   register_custom_call_ops(*this);
+  register_bit_ops(*this);
 }
 
 Registry& Registry::get() {

@@ -140,6 +140,7 @@ void register_reduce_window_ops(Registry& r);
 void register_convolution_ops(Registry& r);
 void register_select_and_scatter_ops(Registry& r);
 void register_custom_call_ops(Registry& r);
+void register_bit_ops(Registry& r);
 
 template <typename... Args>
 void LowerCtx::fail(const Args&... args) const {
