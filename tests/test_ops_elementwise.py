@@ -344,3 +344,114 @@ def test_bool():
     check(f, x, y)
     check(f, np.zeros((0, 3), bool), np.ones((0, 3), bool))
     check(f, np.bool_(True), np.bool_(False))
+
+
+# ---- bit ops (ops/bits.cc) and cbrt ------------------------------------------
+
+
+def bit_patterns(dt, n=512, seed=0):
+    """Edge values, every single bit and its complement, and random words
+    (all the bits of the type) for an integer dtype."""
+    info = np.iinfo(dt)
+    ut = np.dtype(f"u{info.bits // 8}")
+    single = np.left_shift(np.ones(info.bits, ut), np.arange(info.bits, dtype=ut))
+    smeared = single | (single - ut.type(1))  # 0..01..1 of every length
+    rand = np.random.default_rng(seed).integers(0, 2 ** 64, n, dtype=np.uint64).astype(ut)
+    bits = np.concatenate([single, ~single, smeared, ~smeared, rand])  # ~smeared holds 0
+    return np.concatenate([int_edges(dt), bits.view(dt)])
+
+
+@pytest.mark.parametrize("dt", INTS, ids=name)
+def test_popcnt_clz(dt):
+    x = bit_patterns(dt)
+    with x64_for(dt):
+        check(lambda x: dict(popcnt=lax.population_count(x), clz=lax.clz(x)), x)
+
+
+# XLA:CPU's cbrt is ~1 ulp in f32 and up to 3 ulps from the true root in
+# f64 (measured against numpy's); pjrtx's is within 1 ulp. f16/bf16 round
+# an f32 root and agree exactly over a dense sweep.
+CBRT_RTOL = {np.float16: 2.0 ** -10, ml_dtypes.bfloat16: 2.0 ** -7, np.float32: 2.0 ** -22,
+             np.float64: 2.0 ** -50}
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=name)
+def test_cbrt(dt):
+    fi = ml_dtypes.finfo(dt)
+    # Log-spaced over the whole normal range (no denormals: XLA:CPU reads
+    # them as 0), both signs, plus perfect cubes and the edges.
+    cubes = np.array([1.0, 8.0, 27.0, 64.0, 1000.0, 0.125, 2.0 ** -30, 2.0 ** 60])
+    with np.errstate(over="ignore"):
+        sweep = np.logspace(np.log10(float(fi.tiny)), np.log10(float(fi.max)), 2001)
+        x = np.concatenate([sweep, -sweep, cubes, -cubes]).astype(dt)
+    x = np.concatenate([x[np.isfinite(x) & (np.abs(x) >= fi.tiny)], float_edges(dt)])
+    with x64_for(dt):
+        check(lambda x: dict(cbrt=lax.cbrt(x)), x, rtol=CBRT_RTOL[dt])
+
+
+def float_bits(dt):
+    return {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dt).itemsize]
+
+
+def check_bits(f, x):
+    """f's float outputs on pjrtx and XLA:CPU compared bit for bit (NaN
+    payloads and signs included)."""
+    got = run_on(jax.devices("pjrtx")[0], f, x)
+    want = run_on(jax.devices("cpu")[0], f, x)
+    for k in want:
+        g, w = got[k], want[k]
+        assert g.dtype == w.dtype and g.shape == w.shape, k
+        ut = float_bits(w.dtype)
+        bad = np.nonzero(g.view(ut) != w.view(ut))[0]
+        assert bad.size == 0, (k, [(hex(int(x.view(ut)[i])), hex(int(g.view(ut)[i])),
+                                    hex(int(w.view(ut)[i]))) for i in bad[:5]])
+
+
+def reduce_precision_inputs(dt, formats):
+    """Edges, the rounding ties of every target mantissa width and their
+    neighbours, the overflow/underflow boundaries of every target exponent
+    width, denormals, NaNs with payloads and signs, and random bit patterns."""
+    fi = ml_dtypes.finfo(dt)
+    ut = float_bits(dt)
+    vals = [0.0, 1.0, 1.5, 2.0, 3.0, 0.1, 1 / 3, 100.75, 65504.0, 65520.0, 3.4e38, 1e-40,
+            float(fi.max), float(fi.tiny), float(fi.smallest_subnormal), np.inf]
+    for e, m in formats:
+        if m < fi.nmant:
+            ulp = 2.0 ** -m
+            for k in range(1, 2 ** min(m, 3) + 1):  # 1 + (k + 1/2) ulps: ties
+                vals += [1 + (k - 0.5) * ulp, 1 + k * ulp, 3 * 2.0 ** -60 * (1 + (k - 0.5) * ulp)]
+        if e < fi.nexp:
+            bias = 2 ** (e - 1) - 1
+            top, low = 2.0 ** bias, 2.0 ** (1 - bias)
+            vals += [top * (2 - 2.0 ** -max(m, 0)), top * 2, top * (2 - 2.0 ** -(m + 1)), low,
+                     low * 0.75, low * (1 - 2.0 ** -(m + 1)), low / 2]
+    with np.errstate(over="ignore", under="ignore"):
+        x = np.array(vals, np.float64).astype(dt)
+    nb = 8 * np.dtype(dt).itemsize
+    exp_mask = ((1 << fi.nexp) - 1) << fi.nmant
+    nans = np.array([exp_mask | 1, exp_mask | (1 << (fi.nmant - 1)),
+                     exp_mask | ((1 << fi.nmant) - 1), exp_mask | 0x5], np.uint64)
+    nans = nans.astype(ut)
+    rand = np.random.default_rng(1).integers(0, 2 ** 64, 400, dtype=np.uint64).astype(ut)
+    base = np.concatenate([x.view(ut), nans, rand])
+    # both signs of everything, and the next value up and down
+    allv = np.concatenate([base, base ^ ut(1 << (nb - 1))])
+    return np.concatenate([allv, allv + ut(1), allv - ut(1)]).view(dt)
+
+
+# Target formats: bf16, f16, e4m3- and e5m2-like fp8, one exponent bit (0
+# and inf only), no mantissa bits, and widths at or above the source's.
+RP_FORMATS = [(8, 7), (5, 10), (4, 3), (5, 2), (1, 0), (2, 1), (8, 0), (3, 23), (11, 4),
+              (6, 12), (8, 23), (11, 52), (10, 30)]
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=name)
+def test_reduce_precision(dt):
+    x = reduce_precision_inputs(dt, RP_FORMATS)
+
+    def f(x):
+        return {f"e{e}m{m}": lax.reduce_precision(x, exponent_bits=e, mantissa_bits=m)
+                for e, m in RP_FORMATS}
+
+    with x64_for(dt):
+        check_bits(f, x)

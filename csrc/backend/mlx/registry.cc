@@ -23,6 +23,8 @@ Registry::Registry()
   register_select_and_scatter_ops(*this);
   register_custom_call_ops(*this);
   register_collective_ops(*this);
+  register_bit_ops(*this);
+  register_rng_ops(*this);
 }
 
 Registry& Registry::get() {

@@ -141,6 +141,8 @@ void register_convolution_ops(Registry& r);
 void register_select_and_scatter_ops(Registry& r);
 void register_custom_call_ops(Registry& r);
 void register_collective_ops(Registry& r);
+void register_bit_ops(Registry& r);
+void register_rng_ops(Registry& r);
 
 template <typename... Args>
 void LowerCtx::fail(const Args&... args) const {

@@ -200,6 +200,35 @@ Kernel lower_cos(LowerCtx& ctx) {
   return lower_float_unary<mx::cos>(ctx);
 }
 
+// cbrt: XLA:CPU's is within 1 ulp of the true root in f32 and 3 in f64.
+// pow(|x|, 1/3) alone is not: 1/3 is rounded, which costs |ln x| * 2^-54
+// relative (1e-14, ~60 ulps, at 1e300). So y = pow(|x|, 1/3) in f64, then
+// one Newton step y += (|x| / y^2 - y) / 3, which squares that error away
+// and leaves ~1 ulp of rounding, then the sign of x. f32 and narrower
+// compute in f64 and round to f32 (correctly rounded but for near-ties),
+// then to the operand type, as XLA:CPU's f32-then-narrow does. 0, inf and
+// NaN skip Newton (0/0, inf - inf) and come back as x: cbrt(-0) = -0.
+mx::array cbrt_f64(const mx::array& x) {
+  auto c = [&](double v) { return scalar_like(v, x); };
+  mx::array a = mx::abs(x);
+  mx::array y = mx::power(a, c(1.0 / 3.0));
+  mx::array special = mx::logical_or(mx::equal(a, c(0.0)), mx::logical_not(mx::isfinite(a)));
+  mx::array ys = mx::where(special, c(1.0), y);
+  mx::array step = mx::divide(mx::subtract(mx::divide(a, mx::multiply(ys, ys)), ys), c(3.0));
+  mx::array r = mx::add(ys, step);
+  return mx::where(special, x, mx::where(mx::less(x, c(0.0)), mx::negative(r), r));
+}
+
+Kernel lower_cbrt(LowerCtx& ctx) {
+  if (!compiler::is_float(elem(ctx)))
+    ctx.fail("expects a floating-point operand, got ", ctx.in(0).str());
+  return unary([](const mx::array& x) {
+    if (x.dtype() == mx::float64) return cbrt_f64(x);
+    mx::array r = mx::astype(cbrt_f64(mx::astype(x, mx::float64)), mx::float32);
+    return x.dtype() == mx::float32 ? r : mx::astype(r, x.dtype());
+  });
+}
+
 Kernel lower_is_finite(LowerCtx& ctx) {
   return unary([](const mx::array& x) { return mx::isfinite(x); });
 }
@@ -439,6 +468,7 @@ void register_elementwise_ops(Registry& r) {
   r.add(Opcode::log_plus_one, lower_float_unary<mx::log1p>);
   r.add(Opcode::sqrt, lower_float_unary<mx::sqrt>);
   r.add(Opcode::rsqrt, lower_float_unary<mx::rsqrt>);
+  r.add(Opcode::cbrt, lower_cbrt);
 
   r.add(Opcode::add, lower_arith<mx::add, mx::logical_or>);
   r.add(Opcode::subtract, lower_arith<mx::subtract, subtract_pred>);
