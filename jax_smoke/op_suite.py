@@ -83,13 +83,46 @@ func.func public @main(%p: tensor<i1>, %x: tensor<4xf32>) -> (tensor<4xf32>, ten
 }
 }"""
 
-# XLA:CPU rejects a hand-written sdy.reshard ("unknown mesh"): NumPy is the
-# oracle (it is an identity on one device).
+# XLA:CPU rejects a hand-written sdy.reshard ("unknown mesh") and has no
+# collective_broadcast: NumPy is the oracle (both are identities on one
+# device).
 RESHARD_MLIR = """module @m {
 sdy.mesh @mesh = <["x"=1]>
-func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+func.func public @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %0 = sdy.reshard %x <@mesh, [{"x"}]> : tensor<4xf32>
-  return %0 : tensor<4xf32>
+  %1 = "stablehlo.collective_broadcast"(%x) {replica_groups = dense<[[0]]> : tensor<1x1xi64>}
+    : (tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
+}
+}"""
+
+# One device: collectives over a one-device group return their operands;
+# ids are 0; tokens are placeholders.
+COLLECTIVE_MLIR = """module @m {
+func.func public @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>,
+                                            tensor<4xf32>, tensor<ui32>, tensor<ui32>, !stablehlo.token) {
+  %0 = "stablehlo.all_reduce"(%x) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "stablehlo.all_gather"(%x) {all_gather_dim = 0 : i64, replica_groups = dense<[[0]]> : tensor<1x1xi64>}
+    : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "stablehlo.reduce_scatter"(%x) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  }) {scatter_dimension = 0 : i64, replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "stablehlo.all_to_all"(%x) {split_dimension = 0 : i64, concat_dimension = 0 : i64, split_count = 1 : i64,
+    replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %4 = "stablehlo.collective_permute"(%x) {source_target_pairs = dense<[[0, 0]]> : tensor<1x2xi64>}
+    : (tensor<4xf32>) -> tensor<4xf32>
+  %6 = stablehlo.replica_id : tensor<ui32>
+  %7 = stablehlo.partition_id : tensor<ui32>
+  %t = stablehlo.create_token : !stablehlo.token
+  %t2 = stablehlo.after_all %t, %t : !stablehlo.token
+  return %0, %1, %2, %3, %4, %6, %7, %t2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>,
+    tensor<4xf32>, tensor<ui32>, tensor<ui32>, !stablehlo.token
 }
 }"""
 
@@ -218,8 +251,10 @@ def cases() -> list[Case]:
         Case("custom_call @Sharding (GSPMD)", _gspmd_sharded, (F32,), numpy_oracle=lambda x: x * 2),
         Case("if, logistic (hand-written StableHLO)", None, (np.bool_(False), EDGE[:4].copy()),
              2e-6, mlir=MISC_MLIR),
-        Case("sdy.reshard (hand-written StableHLO)", None, (EDGE[:4].copy(),), mlir=RESHARD_MLIR,
-             numpy_oracle=lambda x: x),
+        Case("collectives, ids, tokens on one device (hand-written StableHLO)", None, (EDGE[:4].copy(),),
+             mlir=COLLECTIVE_MLIR),
+        Case("sdy.reshard, collective_broadcast (hand-written StableHLO)", None, (EDGE[:4].copy(),),
+             mlir=RESHARD_MLIR, numpy_oracle=lambda x: (x, x)),
     ]
     return ew + data + contraction + reduce + misc
 
@@ -229,7 +264,8 @@ def run_case(c: Case, device) -> list[np.ndarray]:
     ctx = jax.enable_x64(True) if c.x64 else contextlib.nullcontext()
     with ctx:
         if c.numpy_oracle is not None and device.platform == "cpu":
-            return [np.asarray(c.numpy_oracle(*c.args))]
+            out = c.numpy_oracle(*c.args)
+            return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
         if c.mlir is not None:
             sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
             from oracle import run_mlir_on
