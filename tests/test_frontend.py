@@ -255,6 +255,16 @@ def test_tuple_types_are_refused():
         build(text)
 
 
+def test_uniform_quantized_types_are_refused():
+    text = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.uniform_quantize %x : (tensor<4xf32>) -> tensor<4x!quant.uniform<i8:f32, 0.5:3>>
+  %1 = stablehlo.uniform_dequantize %0 : (tensor<4x!quant.uniform<i8:f32, 0.5:3>>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}"""
+    with pytest.raises(ValueError, match=r"(?s)uniform quantized types .* not supported.*uniform_quantize"):
+        build(text)
+
+
 def test_multi_block_region_is_refused():
     text = """func.func @main(%x: tensor<f32>) -> tensor<f32> {
   cf.br ^bb1

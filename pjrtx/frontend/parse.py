@@ -67,5 +67,10 @@ def parse_module(code: bytes | str, format: str = "mlir"):
             try:
                 module = ir.Module.parse(code)
             except Exception as e:
+                # jaxlib registers no quant dialect, so quantized types only
+                # reach us as verifier errors of the ops that carry them.
+                if "!quant." in str(e):
+                    raise ValueError("pjrtx: uniform quantized types (!quant.uniform) are not "
+                                     f"supported: {e}") from None
                 raise ValueError(f"pjrtx: cannot parse the program as MLIR: {e}") from None
         yield module
