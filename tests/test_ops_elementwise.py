@@ -245,12 +245,14 @@ def test_complex64_infinite_parts():
     # exp with an infinite or overflowing real part (MLX's own complex exp
     # gives nan + inf*j for exp(inf + 1j)), and complex(re, im) with
     # inf/nan parts, which re + im * 1j would turn into NaN real parts.
+    # sign divides each part by |z| (sign(-inf + 2i) = nan + 0i); tan of an
+    # infinite real part is nan + nan i.
     x = np.array([complex(np.inf, 1.0), complex(1e30, 1e30), complex(100.0, 2.0),
                   complex(-np.inf, 1.0), complex(np.inf, 0.0), complex(0.0, -0.0)], np.complex64)
     re = np.array([0.0, np.inf, -np.inf, np.nan, 1.0, -0.0], np.float32)
     im = np.array([np.inf, 0.0, -np.inf, 1.0, np.nan, -0.0], np.float32)
-    check(lambda x, re, im: dict(exp=lax.exp(x), complex=lax.complex(re, im)), x, re, im,
-          rtol=1e-6)
+    check(lambda x, re, im: dict(exp=lax.exp(x), complex=lax.complex(re, im), sign=lax.sign(x),
+                                 tan=lax.tan(x)), x, re, im, rtol=1e-6)
 
 
 # ---- integers ------------------------------------------------------------

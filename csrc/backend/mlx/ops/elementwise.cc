@@ -57,11 +57,14 @@ Kernel lower_sign(LowerCtx& ctx) {
     });
   }
   if (compiler::is_complex(t)) {
+    // Each part divided by the real magnitude, as XLA does: a complex
+    // division by (inf + 0i) would make both parts NaN (sign(-inf + 2i) is
+    // nan + 0i in XLA).
     return unary([](const mx::array& x) {
       mx::array mag = mx::abs(x);
       mx::array z = mx::equal(mag, mx::zeros_like(mag));
       mx::array safe = mx::where(z, mx::ones_like(mag), mag);
-      return mx::where(z, x, mx::divide(x, mx::astype(safe, mx::complex64)));
+      return mx::where(z, x, make_complex(mx::divide(mx::real(x), safe), mx::divide(mx::imag(x), safe)));
     });
   }
   return unary([](const mx::array& x) { return mx::sign(x); });
@@ -167,6 +170,19 @@ mx::array complex_expm1(const mx::array& z) {
   mx::array re = mx::subtract(mx::multiply(em1, mx::cos(b)), mx::multiply(mx::array(2.0f), mx::multiply(h, h)));
   mx::array im = mx::multiply(exp_accurate(a), mx::sin(b));
   return make_complex(mx::where(b_zero, em1, re), mx::where(b_zero, b, im));
+}
+
+// MLX's complex tan keeps a zero imaginary part for tan(+-inf + yi) with
+// finite y; XLA (and C99's ctan) give nan + nan i there.
+Kernel lower_tan(LowerCtx& ctx) {
+  require_float_or_complex(ctx);
+  if (!compiler::is_complex(elem(ctx))) return lower_float_unary<mx::tan>(ctx);
+  return unary([](const mx::array& z) {
+    mx::array re = mx::real(z), im = mx::imag(z);
+    mx::array nan = mx::full(re.shape(), std::numeric_limits<float>::quiet_NaN());
+    mx::array undefined = mx::logical_and(mx::isinf(re), mx::isfinite(im));
+    return mx::where(undefined, make_complex(nan, nan), mx::tan(z));
+  });
 }
 
 Kernel lower_expm1(LowerCtx& ctx) {
@@ -460,7 +476,7 @@ void register_elementwise_ops(Registry& r) {
   r.add(Opcode::floor, lower_float_unary<mx::floor>);
   r.add(Opcode::cosine, lower_cos);
   r.add(Opcode::sine, lower_sin);
-  r.add(Opcode::tan, lower_float_unary<mx::tan>);
+  r.add(Opcode::tan, lower_tan);
   r.add(Opcode::tanh, lower_float_unary<mx::tanh>);
   r.add(Opcode::exponential, lower_exp);
   r.add(Opcode::exponential_minus_one, lower_expm1);
