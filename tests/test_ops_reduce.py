@@ -200,3 +200,10 @@ def test_reduce_pytree():
     check(lambda v: dict(zip("ab", lax.reduce((v, -v), (np.float32(0), np.float32(0)),
                                                lambda a, b: (a[0] + b[0], jnp.minimum(a[1], b[1])),
                                                (0,)))), x)
+
+
+def test_argmax_with_no_output_elements():
+    # Kept dims of size 0, reduced dim not empty: nothing to compute, but the
+    # tree reduction must not ask MLX to infer a dim of an empty array.
+    x = np.zeros((0, 3), np.float32)
+    check(lambda v: dict(amax=jnp.argmax(v, 1), amin=jnp.argmin(v, 1)), x)

@@ -183,6 +183,13 @@ def test_unsafe_buffer_pointer(pjrtx_device):
     px, py = x.unsafe_buffer_pointer(), y.unsafe_buffer_pointer()
     assert px and py and px != py and px == x.unsafe_buffer_pointer()
     assert jax.device_put(np.zeros(0, np.float32), pjrtx_device).unsafe_buffer_pointer() == 0
+    # A broadcast result is a view in MLX: it gets one contiguous copy, and
+    # then keeps its address.
+    for b, want in [(jax.jit(lambda v: jnp.broadcast_to(v[:1], (3, 4)))(x), np.zeros((3, 4))),
+                    (jnp.ones(10), np.ones(10))]:
+        pb = b.unsafe_buffer_pointer()
+        assert pb and pb == b.unsafe_buffer_pointer() and pb != px
+        np.testing.assert_array_equal(np.asarray(b), want.astype(np.float32))
     if pjrtx_device.device_kind == "MLX CPU":
         # On the CPU back end the address is host memory holding the values.
         import ctypes

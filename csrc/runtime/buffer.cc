@@ -15,6 +15,11 @@ void Buffer::set_array(mx::array a) {
   if (!deleted_ || uses_ > 0) array_ = std::make_unique<mx::array>(std::move(a));
 }
 
+void Buffer::replace_array(mx::array a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (array_) *array_ = std::move(a);
+}
+
 mx::array Buffer::array() const {
   if (deleted_) failed_precondition("pjrtx: buffer ", type_.str(), " was deleted");
   return array_for_use();

@@ -29,6 +29,8 @@ class Buffer {
   const EventPtr& ready_event() const { return ready_; }
 
   void set_array(mx::array a);
+  // The same values in another layout (a contiguous copy of a view).
+  void replace_array(mx::array a);
   // The array; throws FAILED_PRECONDITION if deleted and the producing
   // computation's error if it failed. Call once ready.
   mx::array array() const;

@@ -137,7 +137,14 @@ EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
 uintptr_t Client::unsafe_pointer(const BufferPtr& buffer) {
   BufferUse use(buffer, "unsafe_buffer_pointer");
   if (ErrorPtr err = buffer->ready_event()->await()) throw *err;
-  return executor_->run_sync([&] { return backend::array_address(use.buffer()->array_for_use()); });
+  return executor_->run_sync([&] {
+    mx::array a = use.buffer()->array_for_use();
+    mx::array m = backend::materialized(a);
+    // A view gets its contiguous copy for good, so the address stays valid
+    // and the same for the buffer's lifetime.
+    if (m.id() != a.id()) use.buffer()->replace_array(m);
+    return backend::array_address(m);
+  });
 }
 
 namespace {

@@ -92,8 +92,8 @@ class Client {
   // Copies `buffer` into dst (row-major) on the executor; returns the event
   // that fires when done.
   EventPtr to_host(const BufferPtr& buffer, void* dst, size_t dst_size);
-  // Waits for `buffer`, evaluates it and returns the address of its storage;
-  // FAILED_PRECONDITION for a strided view (no one contiguous block).
+  // Waits for `buffer`, evaluates it (a strided or broadcast view becomes a
+  // contiguous copy) and returns the address of its storage.
   uintptr_t unsafe_pointer(const BufferPtr& buffer);
 
  private:

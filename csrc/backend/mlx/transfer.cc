@@ -86,14 +86,20 @@ void array_to_host(const mx::array& a, void* dst, size_t dst_size) {
   std::memcpy(dst, src.data<void>(), dst_size);
 }
 
-uintptr_t array_address(const mx::array& a) {
-  if (a.size() == 0) return 0;
+mx::array materialized(const mx::array& a) {
   mx::array src = a;
   src.eval();
-  if (!src.flags().row_contiguous)
-    throw_error(ErrorCode::kFailedPrecondition,
-                "pjrtx: unsafe_buffer_pointer: the buffer is a strided view, not one contiguous block");
-  return reinterpret_cast<uintptr_t>(src.data<void>());
+  if (src.flags().row_contiguous) return src;
+  mx::array copy = mx::contiguous(src);
+  copy.eval();
+  return copy;
+}
+
+uintptr_t array_address(const mx::array& a) {
+  if (a.size() == 0) return 0;
+  if (!a.is_available() || !a.flags().row_contiguous)
+    throw_error(ErrorCode::kInternal, "pjrtx: array_address needs an evaluated contiguous array");
+  return reinterpret_cast<uintptr_t>(a.data<void>());
 }
 
 }  // namespace pjrtx::backend

@@ -24,8 +24,10 @@ mx::array array_from_host(const void* data, const compiler::TensorType& type,
 // equal a.nbytes()). Call on the executor thread.
 void array_to_host(const mx::array& a, void* dst, size_t dst_size);
 
-// The address of a's evaluated storage (0 when empty); throws
-// FAILED_PRECONDITION when a is a strided view of another array.
+// a evaluated and row-contiguous: a itself when it already is, else a
+// contiguous copy (a broadcast or strided view has no one block of data).
+mx::array materialized(const mx::array& a);
+// The address of an evaluated, row-contiguous array's data (0 when empty).
 uintptr_t array_address(const mx::array& a);
 
 // Copies a strided host array into a dense row-major buffer.

@@ -62,8 +62,12 @@ Arrays tree_reduce(const RegionProgram& body, RunState& st, Arrays xs, const Arr
   for (int d = 0; d < rank; ++d)
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) perm.push_back(d);
   perm.insert(perm.end(), axes.begin(), axes.end());
+  // The reduced dims flattened into one (an explicit size: -1 cannot be
+  // inferred when the kept dims hold no elements).
+  int reduced = 1;
+  for (int a : axes) reduced *= xs[0].shape(a);
   mx::Shape flat = out_shape;
-  flat.push_back(-1);
+  flat.push_back(reduced);
   for (auto& x : xs) x = mx::reshape(mx::transpose(x, perm), flat);
   int last = static_cast<int>(flat.size()) - 1;
   int n = xs[0].shape(last);
