@@ -8,6 +8,7 @@ real part, and narrowing float conversions round to nearest even.
 import warnings
 
 import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
@@ -194,3 +195,31 @@ def test_int4_constants():
     check(f, np.arange(5, dtype=np.uint8).view(ml_dtypes.int4),
           np.arange(160, dtype=np.uint8).view(ml_dtypes.uint4))
 
+
+# ---- 4-bit arithmetic wraps like XLA:CPU (program.cc re-wraps 4-bit results) ---------
+
+
+@pytest.mark.parametrize("dt", INT4S, ids=name)
+def test_int4_arithmetic_wraps(dt):
+    x, y = np.repeat(ALL4, 16).view(dt), np.tile(ALL4, 16).view(dt)
+
+    def f(x, y):
+        return dict(add=x + y, sub=x - y, mul=x * y, neg=-x, not_=~x, div=lax.div(x, y),
+                    rem=lax.rem(x, y), and_=x & y, or_=x | y, xor=x ^ y, max=lax.max(x, y),
+                    min=lax.min(x, y), shl=lax.shift_left(x, y),
+                    shra=lax.shift_right_arithmetic(x, y), shrl=lax.shift_right_logical(x, y),
+                    lt=x < y, eq=x == y, ge=x >= y, select=lax.select(x > y, x, y),
+                    clz=lax.clz(x), popcnt=lax.population_count(x),
+                    sum=jnp.sum(x, dtype=dt), cumsum=jnp.cumsum(y[:40], dtype=dt),
+                    iota=lax.iota(dt, 40), chain=x * y + y * 3 - x)
+
+    check(f, x, y)
+
+
+def test_int4_sort_large():
+    # More than the 4096 elements the O(n^2) fallback takes: the sort must
+    # recognize its comparator on 4-bit probe values.
+    x = np.random.default_rng(4).integers(0, 16, 5000).astype(np.uint8)
+    for dt in INT4S:
+        check(lambda a: dict(asc=jnp.sort(a), desc=jnp.sort(a, descending=True),
+                             arg=jnp.argsort(a, stable=True)), x.view(dt))
