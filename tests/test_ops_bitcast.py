@@ -2,6 +2,7 @@
 bitcast to float) bit-exact with XLA:CPU."""
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
@@ -26,6 +27,72 @@ def test_bitcast_narrow_to_wide(src, to):
 
 def test_bitcast_zero_size():
     assert_same(lambda x: lax.bitcast_convert_type(x, jnp.uint8), np.zeros((0, 3), np.float32))
+
+
+# ---- int4 / uint4: XLA:CPU packs element j of the last dim into bits
+# [4j, 4j + 4): u4[1, 2] <-> u8 0x21.
+
+INT4S = [ml_dtypes.int4, ml_dtypes.uint4]
+WIDE = [np.int8, np.uint8, np.int16, np.uint16, np.float16, ml_dtypes.bfloat16, np.int32,
+        np.uint32, np.float32, np.int64, np.uint64, np.float64]
+
+
+def nibbles(shape, dt, seed=0):
+    return np.random.default_rng(seed).integers(0, 16, shape).astype(np.uint8).view(dt)
+
+
+def ids(d):
+    return np.dtype(d).name
+
+
+@pytest.mark.parametrize("src", INT4S, ids=ids)
+def test_bitcast_int4_same_width(src):
+    other = INT4S[1 - INT4S.index(src)]
+    every = np.arange(16, dtype=np.uint8).view(src)  # s4 -1 <-> u4 15, s4 -8 <-> u4 8
+
+    def f(x):  # the s32 read shows the stored byte, which a transfer masks
+        y = lax.bitcast_convert_type(x, other)
+        return y, lax.convert_element_type(y, np.int32)
+
+    assert_same(f, every)
+    assert_same(f, every.reshape(4, 4).T)
+    assert_same(f, every[9])
+
+
+@pytest.mark.parametrize("wide", WIDE, ids=ids)
+@pytest.mark.parametrize("q", INT4S, ids=ids)
+def test_bitcast_int4_to_wide(q, wide):
+    k = 2 * np.dtype(wide).itemsize  # nibbles per element
+    with jax.enable_x64(np.dtype(wide).itemsize == 8):
+        for shape in [(k,), (3, k), (2, 3, k)]:
+            assert_same(lambda x: lax.bitcast_convert_type(x, wide), nibbles(shape, q))
+        assert_same(lambda x: lax.bitcast_convert_type(x.T, wide), nibbles((k, 3), q))
+
+
+@pytest.mark.parametrize("wide", WIDE, ids=ids)
+@pytest.mark.parametrize("q", INT4S, ids=ids)
+def test_bitcast_wide_to_int4(q, wide):
+    with jax.enable_x64(np.dtype(wide).itemsize == 8):
+        for shape in [(), (3,), (2, 3)]:
+            n = int(np.prod(shape)) * np.dtype(wide).itemsize
+            x = np.random.default_rng(n).integers(0, 256, n).astype(np.uint8).view(wide).reshape(shape)
+            assert_same(lambda x: lax.bitcast_convert_type(x, q), x)
+
+
+def test_bitcast_int4_round_trip_and_zero_size():
+    x = nibbles((5, 4), ml_dtypes.int4)
+    # u16 arithmetic in between: the carry must cross nibbles like XLA's
+    assert_same(lambda x: lax.bitcast_convert_type(
+        lax.bitcast_convert_type(x, jnp.uint16) + 0x0fff, ml_dtypes.int4), x)
+    assert_same(lambda x: lax.bitcast_convert_type(x, jnp.uint8), np.zeros((0, 2), ml_dtypes.uint4))
+    assert_same(lambda x: lax.bitcast_convert_type(x, ml_dtypes.int4), np.zeros((0, 3), np.uint32))
+
+
+def test_bitcast_int4_under_vmap():
+    f = jax.vmap(lambda x: lax.bitcast_convert_type(x, jnp.uint8))
+    assert_same(f, nibbles((3, 4, 2), ml_dtypes.int4))
+    g = jax.vmap(lambda x: lax.bitcast_convert_type(x, ml_dtypes.uint4))
+    assert_same(g, np.arange(6, dtype=np.uint16).reshape(3, 2) * 0x1357)
 
 
 def test_random_bit_exact():

@@ -8,6 +8,7 @@ real part, and narrowing float conversions round to nearest even.
 import warnings
 
 import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
@@ -118,3 +119,107 @@ def test_convert_shapes():
     assert_same(lambda x: lax.convert_element_type(x, bool), np.zeros((0, 3), np.float32))
     assert_same(lambda x: lax.convert_element_type(x, np.float16),
                 rng.integers(-70000, 70000, (2, 3, 4)).astype(np.int32))
+
+
+# ---- int4 / uint4 -----------------------------------------------------------
+# MLX stores them one per byte (s4 sign-extended); XLA wraps integers into 4
+# bits, saturates floats (NaN -> 0), and reads 4-bit sources as their value.
+
+INT4S = [ml_dtypes.int4, ml_dtypes.uint4]
+ALL4 = np.arange(16, dtype=np.uint8)  # every nibble: s4 -8..7, u4 0..15
+
+
+def to_int4(x):
+    # Also read each result back as s32 in the same program: a host transfer
+    # only shows the low nibble, a later op sees the whole stored byte.
+    out = {}
+    for t in INT4S:
+        out[name(t)] = lax.convert_element_type(x, t)
+        out[name(t) + "_s32"] = lax.convert_element_type(out[name(t)], np.int32)
+    return out
+
+
+@pytest.mark.parametrize("dt", INTS, ids=name)
+def test_convert_int_to_int4_wraps(dt):
+    # 8 -> s4 -8, 16 -> 0, -9 -> s4 7 / u4 7, 0x..f3 -> 3 or -13 -> 3.
+    info = np.iinfo(dt)
+    extra = [v for v in [8, 9, 15, 16, 17, 23, 24, -9, -16, -17, 0x7ff3, 2 ** 31 - 13, 2 ** 63 - 9]
+             if info.min <= v <= info.max]
+    x = np.concatenate([int_edges(dt), np.array(extra, dt)])
+    with x64_for(dt):
+        check(to_int4, x)
+
+
+@pytest.mark.parametrize("dt", FLOATS + [np.complex64], ids=name)
+def test_convert_float_to_int4_saturates(dt):
+    v = [0.0, -0.0, 0.4, -0.6, 6.99, 7.0, 7.5, 7.99, 8.0, 8.5, -7.9, -8.0, -8.5, -9.0, 14.9, 15.0,
+         15.5, 16.0, 17.0, 1e5, -1e5, np.inf, -np.inf, np.nan]
+    with np.errstate(over="ignore"):
+        x = np.array(v, np.float64).astype(dt)
+    with x64_for(dt), warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        check(to_int4, x)
+
+
+def test_convert_bool_to_int4():
+    check(to_int4, np.array([False, True]))
+
+
+@pytest.mark.parametrize("src", INT4S, ids=name)
+def test_convert_from_int4(src):
+    # Every 4-bit value to every type: s4 -1 is -1.0 and u32 0xffffffff, u4 15
+    # is 15 everywhere.
+    def f(x):
+        out = {name(t): lax.convert_element_type(x, t) for t in TARGETS + INT4S}
+        # a 4-bit value read back after a round trip through a wide type
+        out["via_s32"] = lax.convert_element_type(lax.convert_element_type(x, np.int32), src)
+        return out
+
+    with x64_for(np.int64):
+        check(f, ALL4.view(src))
+        check(f, ALL4.view(src).reshape(4, 4).T)  # transposed input
+        check(f, ALL4.view(src)[11])  # scalar
+
+
+def test_int4_constants():
+    # Small constants reach the frontend as decimal text, large ones (> 100
+    # elements) as hex with one byte per value; splats as one value.
+    small = np.array([1, -2, 7, -8, 3], ml_dtypes.int4)
+    large = np.arange(160, dtype=np.uint8).view(ml_dtypes.uint4)  # high nibbles set: 0x10 is 0
+
+    def f(x, y):
+        return dict(small=lax.convert_element_type(x + small, np.int32),
+                    large=lax.convert_element_type(y * large, np.int32),
+                    splat=x * np.array(-3, ml_dtypes.int4), plain=small, plain_large=large)
+
+    check(f, np.arange(5, dtype=np.uint8).view(ml_dtypes.int4),
+          np.arange(160, dtype=np.uint8).view(ml_dtypes.uint4))
+
+
+# ---- 4-bit arithmetic wraps like XLA:CPU (program.cc re-wraps 4-bit results) ---------
+
+
+@pytest.mark.parametrize("dt", INT4S, ids=name)
+def test_int4_arithmetic_wraps(dt):
+    x, y = np.repeat(ALL4, 16).view(dt), np.tile(ALL4, 16).view(dt)
+
+    def f(x, y):
+        return dict(add=x + y, sub=x - y, mul=x * y, neg=-x, not_=~x, div=lax.div(x, y),
+                    rem=lax.rem(x, y), and_=x & y, or_=x | y, xor=x ^ y, max=lax.max(x, y),
+                    min=lax.min(x, y), shl=lax.shift_left(x, y),
+                    shra=lax.shift_right_arithmetic(x, y), shrl=lax.shift_right_logical(x, y),
+                    lt=x < y, eq=x == y, ge=x >= y, select=lax.select(x > y, x, y),
+                    clz=lax.clz(x), popcnt=lax.population_count(x),
+                    sum=jnp.sum(x, dtype=dt), cumsum=jnp.cumsum(y[:40], dtype=dt),
+                    iota=lax.iota(dt, 40), chain=x * y + y * 3 - x)
+
+    check(f, x, y)
+
+
+def test_int4_sort_large():
+    # More than the 4096 elements the O(n^2) fallback takes: the sort must
+    # recognize its comparator on 4-bit probe values.
+    x = np.random.default_rng(4).integers(0, 16, 5000).astype(np.uint8)
+    for dt in INT4S:
+        check(lambda a: dict(asc=jnp.sort(a), desc=jnp.sort(a, descending=True),
+                             arg=jnp.argsort(a, stable=True)), x.view(dt))

@@ -177,6 +177,58 @@ def test_complex128_is_refused_by_name(pjrtx_device, x64):
         jax.device_put(np.ones(3, np.complex128), pjrtx_device)
 
 
+# ---- int4 / uint4 -------------------------------------------------------------------
+# Host arrays hold one value per byte, in the low nibble (ml_dtypes stores s4
+# -2 as 0x0e); XLA:CPU reads only that nibble and hands back a clear high
+# nibble. MLX keeps s4 sign-extended, so both directions convert.
+
+INT4S = [ml_dtypes.int4, ml_dtypes.uint4]
+
+
+def int4_host(dtype, shape, seed=0):
+    n = int(np.prod(shape))
+    flat = (np.arange(n) * 7 + seed) % 16  # every nibble once n >= 16
+    return flat.astype(np.uint8).view(dtype).reshape(shape)
+
+
+def check_int4_like_cpu(host, pjrtx_device, cpu_device):
+    """Round trip, and the value as a jit input, must match XLA:CPU byte for byte."""
+    for f in (lambda a: a, lambda a: a.astype(jnp.int32), lambda a: a.T + a.T):
+        got = np.asarray(jax.jit(f)(jax.device_put(host, pjrtx_device)))
+        want = np.asarray(jax.jit(f)(jax.device_put(host, cpu_device)))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                      np.ascontiguousarray(want).view(np.uint8))
+    np.testing.assert_array_equal(np.asarray(jax.device_put(host, pjrtx_device)), host)
+
+
+@pytest.mark.parametrize("dtype", INT4S, ids=lambda d: np.dtype(d).name)
+def test_int4_round_trip(dtype, pjrtx_device, cpu_device):
+    for shape in [(), (1,), (5,), (7,), (16,), (2, 3, 5), (0,), (3, 0, 2)]:
+        check_int4_like_cpu(int4_host(dtype, shape), pjrtx_device, cpu_device)
+    # High nibbles set on the host: XLA:CPU reads 0xfe as s4 -2 / u4 14.
+    dirty = (np.arange(32, dtype=np.uint8) * 0x1b + 0x80).view(dtype)
+    check_int4_like_cpu(dirty, pjrtx_device, cpu_device)
+
+
+@pytest.mark.parametrize("dtype", INT4S, ids=lambda d: np.dtype(d).name)
+def test_int4_strided_host_views(dtype, pjrtx_device, cpu_device):
+    base = int4_host(dtype, (4, 6, 5), seed=3)
+    for v in [base[:, ::2], base.T, base[::-1], base[:, :, ::-1], np.asfortranarray(base),
+              np.broadcast_to(base[:1, :1], (3, 6, 5)), base[1:3, 2:5, 1:4]]:
+        check_int4_like_cpu(v, pjrtx_device, cpu_device)
+
+
+def test_int4_python_scalars_and_transfer_to_cpu(pjrtx_device, cpu_device):
+    for v in [ml_dtypes.int4(-8), ml_dtypes.int4(7), ml_dtypes.uint4(15)]:
+        got = np.asarray(jax.device_put(v, pjrtx_device))
+        want = np.asarray(jax.device_put(v, cpu_device))
+        assert got.dtype == want.dtype and got.shape == () and got == want
+    x = jax.jit(lambda a: -a)(jax.device_put(int4_host(ml_dtypes.int4, (3, 5)), pjrtx_device))
+    np.testing.assert_array_equal(np.asarray(jax.device_put(x, cpu_device)).view(np.uint8),
+                                  np.asarray(x).view(np.uint8))
+
+
 def test_unsafe_buffer_pointer(pjrtx_device):
     x = jax.device_put(np.arange(6, dtype=np.float32), pjrtx_device)
     y = jnp.sin(x)

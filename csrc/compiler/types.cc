@@ -11,7 +11,7 @@ struct DTypeInfo {
   const char* mlir;
   int bits;
 };
-constexpr std::array<DTypeInfo, 17> kInfo = {{
+constexpr std::array<DTypeInfo, 19> kInfo = {{
     {DType::kInvalid, "invalid", "", 0},
     {DType::kPred, "pred", "i1", 8},
     {DType::kS8, "s8", "i8", 8},
@@ -29,6 +29,8 @@ constexpr std::array<DTypeInfo, 17> kInfo = {{
     {DType::kC64, "c64", "complex<f32>", 64},
     {DType::kC128, "c128", "complex<f64>", 128},
     {DType::kToken, "token", "!stablehlo.token", 0},
+    {DType::kS4, "s4", "i4", 4},
+    {DType::kU4, "u4", "ui4", 4},
 }};
 const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
 }  // namespace
@@ -45,7 +47,7 @@ DType parse_dtype(std::string_view s) {
 }
 
 int dtype_bits(DType t) { return t == DType::kPred ? 1 : info(t).bits; }
-int64_t dtype_size(DType t) { return info(t).bits / 8; }
+int64_t dtype_size(DType t) { return is_4bit(t) ? 1 : info(t).bits / 8; }
 
 bool is_float(DType t) {
   return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 ||
@@ -53,11 +55,11 @@ bool is_float(DType t) {
 }
 bool is_complex(DType t) { return t == DType::kC64 || t == DType::kC128; }
 bool is_signed_int(DType t) {
-  return t == DType::kS8 || t == DType::kS16 || t == DType::kS32 ||
+  return t == DType::kS4 || t == DType::kS8 || t == DType::kS16 || t == DType::kS32 ||
          t == DType::kS64;
 }
 bool is_unsigned_int(DType t) {
-  return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 ||
+  return t == DType::kU4 || t == DType::kU8 || t == DType::kU16 || t == DType::kU32 ||
          t == DType::kU64;
 }
 

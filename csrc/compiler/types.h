@@ -19,6 +19,7 @@ enum class DType : uint8_t {
   kF16, kBF16, kF32, kF64,
   kC64, kC128,
   kToken,
+  kS4, kU4,
 };
 
 // "f32", "bf16", "s32", "u8", "pred", "c64", ... (XLA spelling).
@@ -26,14 +27,20 @@ std::string_view dtype_name(DType t);
 // Parses XLA spelling and MLIR spelling ("i1", "i32", "ui8", "complex<f32>").
 // Returns kInvalid when unknown.
 DType parse_dtype(std::string_view s);
-// Bytes per element; 1 for pred, 0 for token.
+// Bytes per element, in host buffers and in MLX arrays alike: 1 for pred,
+// 0 for token, and 1 for s4/u4, which live one value per byte. jaxlib hands
+// PJRT int4 arrays as ml_dtypes stores them, the value in a byte's low nibble
+// (s4 -2 is 0x0e), and MLX has no 4-bit type (backend/mlx/dtype.h keeps s4
+// sign-extended there). So byte_size() of s4[5] is 5, not XLA's packed 3.
 int64_t dtype_size(DType t);
 bool is_float(DType t);       // f16 bf16 f32 f64
 bool is_complex(DType t);     // c64 c128
-bool is_signed_int(DType t);  // s8..s64
-bool is_unsigned_int(DType t);// u8..u64
+bool is_signed_int(DType t);  // s4, s8..s64
+bool is_unsigned_int(DType t);// u4, u8..u64
 inline bool is_integer(DType t) { return is_signed_int(t) || is_unsigned_int(t); }
+// Value bits: 1 for pred, 4 for s4/u4 (each still stored in one byte).
 int dtype_bits(DType t);
+inline bool is_4bit(DType t) { return t == DType::kS4 || t == DType::kU4; }
 
 using Shape = std::vector<int64_t>;
 

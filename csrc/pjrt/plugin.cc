@@ -65,6 +65,8 @@ PJRT_Buffer_Type to_pjrt_type(compiler::DType t) {
     case DType::kC64: return PJRT_Buffer_Type_C64;
     case DType::kC128: return PJRT_Buffer_Type_C128;
     case DType::kToken: return PJRT_Buffer_Type_TOKEN;
+    case DType::kS4: return PJRT_Buffer_Type_S4;
+    case DType::kU4: return PJRT_Buffer_Type_U4;
     default: return PJRT_Buffer_Type_INVALID;
   }
 }
@@ -86,6 +88,8 @@ compiler::DType from_pjrt_type(PJRT_Buffer_Type t) {
     case PJRT_Buffer_Type_F32: return DType::kF32;
     case PJRT_Buffer_Type_F64: return DType::kF64;
     case PJRT_Buffer_Type_C64: return DType::kC64;
+    case PJRT_Buffer_Type_S4: return DType::kS4;
+    case PJRT_Buffer_Type_U4: return DType::kU4;
     default: {
       // Name the type as XLA spells it: "element type 15" means nothing to
       // someone who passed a complex128 array.
@@ -99,7 +103,7 @@ compiler::DType from_pjrt_type(PJRT_Buffer_Type t) {
                              ? std::string(kNames[i])
                              : "PJRT element type " + std::to_string(i);
       unimplemented("pjrtx: element type ", name,
-                    " is not supported on MLX (supported: pred, s8-s64, u8-u64, f16, bf16, "
+                    " is not supported on MLX (supported: pred, s4, s8-s64, u4, u8-u64, f16, bf16, "
                     "f32, f64, c64)");
     }
   }

@@ -121,7 +121,7 @@ EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
   executor_->post([buffer, use, dst, dst_size, done] {
     Stopwatch sw;
     try {
-      backend::array_to_host(use->buffer()->array_for_use(), dst, dst_size);
+      backend::array_to_host(use->buffer()->array_for_use(), buffer->type().dtype, dst, dst_size);
       done->set_ready();
     } catch (const Error& e) {
       done->set_error(std::make_shared<const Error>(e));

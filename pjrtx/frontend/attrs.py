@@ -20,10 +20,12 @@ from pjrtx import _pjrtx
 # MLIR element type -> (plan dtype, numpy dtype)
 _ELEMENT_TYPES = {
     "i1": ("pred", np.bool_),
+    "i4": ("s4", ml_dtypes.int4),
     "i8": ("s8", np.int8),
     "i16": ("s16", np.int16),
     "i32": ("s32", np.int32),
     "i64": ("s64", np.int64),
+    "ui4": ("u4", ml_dtypes.uint4),
     "ui8": ("u8", np.uint8),
     "ui16": ("u16", np.uint16),
     "ui32": ("u32", np.uint32),
@@ -74,8 +76,11 @@ _TOKEN = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|[-+]?[0-9.]+(?:[eE][-+]?[0
 
 def _parse_dense_text(text: str, dtype: str, npdt, shape: list[int]) -> tuple[bytes, bool]:
     """Fallback for element types the buffer protocol does not cover (bf16,
-    complex): MLIR prints large attributes as raw hex, small ones as decimal
-    literals (non-finite floats as hex bit patterns)."""
+    complex, i4/ui4): MLIR prints large attributes as raw hex, small ones as
+    decimal literals (non-finite floats as hex bit patterns). i4 hex holds one
+    byte per value, the value in the low nibble (-1 is 0F) as ml_dtypes
+    stores int4; a numpy constant whose bytes have a high nibble set keeps it
+    (0x13 for 3), and XLA and the back end ignore that nibble."""
     m = _DENSE_TEXT.search(text)
     if not m:
         raise ValueError(f"pjrtx: cannot read dense elements {text[:80]}")
@@ -111,7 +116,7 @@ def dense(attr, text: str | None = None) -> "_pjrtx.Dense":
     if 0 in shape:  # MLIR calls an empty attribute a splat; it holds no bytes
         return _pjrtx.Dense(dtype, shape, b"", False)
     _, npdt = element_info(ir.ShapedType(attr.type).element_type)
-    if dtype in ("bf16", "c64", "c128") or text is not None:
+    if dtype in ("bf16", "c64", "c128", "s4", "u4") or text is not None:
         data, splat = _parse_dense_text(text or str(attr), dtype, npdt, shape)
         return _pjrtx.Dense(dtype, shape, data, splat)
     if attr.is_splat:

@@ -1,5 +1,7 @@
 #include "backend/mlx/dtype.h"
 
+#include <mlx/ops.h>
+
 #include "compiler/error.h"
 
 namespace pjrtx::backend {
@@ -22,6 +24,9 @@ mx::Dtype to_mlx(DType t) {
     case DType::kF32: return mx::float32;
     case DType::kF64: return mx::float64;
     case DType::kC64: return mx::complex64;
+    // MLX has no 4-bit type: one value per byte (see compiler/types.h).
+    case DType::kS4: return mx::int8;
+    case DType::kU4: return mx::uint8;
     default:
       unimplemented("pjrtx: element type ", compiler::dtype_name(t),
                     " has no MLX equivalent");
@@ -46,6 +51,21 @@ DType from_mlx(mx::Dtype t) {
     case mx::Dtype::Val::complex64: return DType::kC64;
   }
   return DType::kInvalid;
+}
+
+DType storage_dtype(DType t) {
+  if (t == DType::kS4) return DType::kS8;
+  if (t == DType::kU4) return DType::kU8;
+  return t;
+}
+
+mx::array canonical_4bit(const mx::array& x, DType t) {
+  if (t == DType::kU4) return mx::bitwise_and(x, mx::array(0x0f, mx::uint8));
+  if (t != DType::kS4) return x;
+  // ((x & 15) ^ 8) - 8 maps 0..7 to 0..7 and 8..15 to -8..-1 without shifting
+  // a negative int8.
+  mx::array low = mx::bitwise_and(x, mx::array(0x0f, mx::int8));
+  return mx::subtract(mx::bitwise_xor(low, mx::array(8, mx::int8)), mx::array(8, mx::int8));
 }
 
 mx::Shape to_mlx_shape(const compiler::Shape& s) {

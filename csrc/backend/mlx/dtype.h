@@ -14,6 +14,14 @@ namespace mx = mlx::core;
 // token, ...).
 mx::Dtype to_mlx(compiler::DType t);
 compiler::DType from_mlx(mx::Dtype t);
+// The plan type whose MLX dtype stores t: s4 -> s8, u4 -> u8, else t itself.
+compiler::DType storage_dtype(compiler::DType t);
+// The canonical byte of a 4-bit type from any byte whose low 4 bits hold the
+// value: s4 sign-extends them (0x0c -> -4, 0x13 -> 3), u4 clears the high
+// nibble (0xf3 -> 3). Other types pass through. Integer ops compute on the
+// 8-bit storage, and 8-bit results wrapped mod 2^8 are right mod 2^4, so this
+// one step makes them XLA's 4-bit answers.
+mx::array canonical_4bit(const mx::array& x, compiler::DType t);
 mx::Shape to_mlx_shape(const compiler::Shape& s);
 
 }  // namespace pjrtx::backend

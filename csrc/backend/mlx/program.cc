@@ -155,13 +155,17 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
         // A token is carried as a bool scalar (ops/collective.cc).
         compiler::DType dt = want[i].dtype == compiler::DType::kToken ? compiler::DType::kPred
                                                                       : want[i].dtype;
-        bool ok = (st.batched ? a.ndim() >= rank : a.ndim() == rank) && from_mlx(a.dtype()) == dt;
+        bool ok = (st.batched ? a.ndim() >= rank : a.ndim() == rank) &&
+                  from_mlx(a.dtype()) == storage_dtype(dt);
         for (size_t d = 0; ok && d < rank; ++d)
           ok = a.shape(static_cast<int>(lead + d)) == want[i].shape[d];
         if (!ok)
           throw Error(ErrorCode::kInternal,
                       "[" + inst.where() + "] lowering produced " +
                           shape_str(a) + " but the plan says " + want[i].str());
+        // The one place 4-bit results wrap: lowerings compute s4/u4 in their
+        // byte storage (7 + 1 = 8 there, -8 in s4).
+        if (compiler::is_4bit(dt)) out[i] = canonical_4bit(a, dt);
       }
       return out;
     };

@@ -28,6 +28,17 @@ void copy_dim(const char* src, char*& dst, const compiler::Shape& shape,
   for (int64_t i = 0; i < n; ++i)
     copy_dim(src + i * strides[dim], dst, shape, strides, elem, dim + 1);
 }
+// Host int4/uint4 arrays hold one value per byte in the low nibble (ml_dtypes
+// stores s4 -2 as 0x0e; XLA:CPU ignores the high nibble: 0xfe also reads -2).
+// MLX storage is the canonical byte of backend/mlx/dtype.h: s4 -2 is 0xfe.
+// Plain C++ here: an MLX op would bind the array to this thread's stream.
+void canonicalize_4bit(uint8_t* p, int64_t n, compiler::DType t) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t v = p[i] & 0x0f;
+    p[i] = t == compiler::DType::kS4 ? static_cast<uint8_t>((v ^ 8) - 8) : v;
+  }
+}
+
 }  // namespace
 
 void strided_copy(const void* src, void* dst, const compiler::Shape& shape,
@@ -69,10 +80,11 @@ mx::array array_from_host(const void* data, const compiler::TensorType& type,
     std::memcpy(dst, data, nbytes);
   else
     strided_copy(data, dst, type.shape, byte_strides, dtype_size(type.dtype));
+  if (compiler::is_4bit(type.dtype)) canonicalize_4bit(static_cast<uint8_t*>(dst), nbytes, type.dtype);
   return mx::array(std::move(buf), shape, dt);
 }
 
-void array_to_host(const mx::array& a, void* dst, size_t dst_size) {
+void array_to_host(const mx::array& a, compiler::DType t, void* dst, size_t dst_size) {
   if (a.nbytes() != dst_size)
     throw_error(ErrorCode::kInternal, "pjrtx: device-to-host size mismatch: ",
                 a.nbytes(), " != ", dst_size);
@@ -84,6 +96,12 @@ void array_to_host(const mx::array& a, void* dst, size_t dst_size) {
     src.eval();
   }
   std::memcpy(dst, src.data<void>(), dst_size);
+  // XLA:CPU hands s4 -2 back as 0x0e, as ml_dtypes stores it: the value's
+  // nibble, the high nibble clear.
+  if (compiler::is_4bit(t)) {
+    auto* p = static_cast<uint8_t*>(dst);
+    for (size_t i = 0; i < dst_size; ++i) p[i] &= 0x0f;
+  }
 }
 
 mx::array materialized(const mx::array& a) {

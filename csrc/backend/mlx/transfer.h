@@ -15,14 +15,16 @@ namespace pjrtx::backend {
 namespace mx = mlx::core;
 
 // Copies `data` (dims of `type`, optional byte_strides per dim, which may be
-// any sign or zero) into a new array. Safe on any thread: it touches only
+// any sign or zero) into a new array; s4/u4 bytes become their canonical
+// storage (backend/mlx/dtype.h). Safe on any thread: it touches only
 // MLX's allocator.
 mx::array array_from_host(const void* data, const compiler::TensorType& type,
                           const int64_t* byte_strides);
 
 // Evaluates `a` and copies its row-major bytes into dst (dst_size bytes must
-// equal a.nbytes()). Call on the executor thread.
-void array_to_host(const mx::array& a, void* dst, size_t dst_size);
+// equal a.nbytes()); `t` is the plan type, for the host form of s4/u4. Call
+// on the executor thread.
+void array_to_host(const mx::array& a, compiler::DType t, void* dst, size_t dst_size);
 
 // a evaluated and row-contiguous: a itself when it already is, else a
 // contiguous copy (a broadcast or strided view has no one block of data).

@@ -42,6 +42,9 @@ void require_integer(LowerCtx& ctx) {
     ctx.fail("expects an integer operand, got ", ctx.in(0).str());
 }
 
+// XLA:CPU counts an s4 in its sign-extended byte: popcnt(s4 -8) is 5 and
+// popcnt(s4 -1) is 8, which wraps to -8. The storage here is that byte, so
+// the same count comes out.
 Kernel lower_popcnt(LowerCtx& ctx) {
   require_integer(ctx);
   const int bits = compiler::dtype_bits(ctx.in(0).dtype);
@@ -59,6 +62,8 @@ Kernel lower_clz(LowerCtx& ctx) {
   return unary([bits](const mx::array& x) {
     mx::Dtype ut = unsigned_of_width(bits);
     mx::array u = mx::view(x, ut);
+    // Only the 4 value bits of s4/u4 count: clz(s4 -1) is 0, not 4 - 8.
+    if (bits == 4) u = mx::bitwise_and(u, ucst(0x0f, ut));
     for (int s = 1; s < bits; s *= 2) u = mx::bitwise_or(u, mx::right_shift(u, ucst(s, ut)));
     mx::array n = mx::subtract(ucst(bits, ut), popcount_unsigned(u, bits));
     return mx::view(n, x.dtype());

@@ -1,6 +1,9 @@
 // stablehlo.convert. Float -> integer saturates to the target range with
 // NaN -> 0 (XLA); a raw astype on x86 gives INT_MIN or garbage instead.
-// complex -> real keeps the real part.
+// complex -> real keeps the real part. s4/u4 need nothing of their own:
+// they convert as their storage bytes (-8..7 bounds for s4, 0..15 for u4)
+// and program.cc keeps the low 4 bits of the result, so int -> s4 wraps
+// (24 -> 8 -> -8) and float -> u4 saturates at 15 (all ones 0xff -> 15).
 #include <cmath>
 #include <functional>
 

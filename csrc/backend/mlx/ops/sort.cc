@@ -89,14 +89,15 @@ std::optional<ProbeSet> probe_set(DType t) {
     for (size_t i = 0; i < vals.size(); ++i) {
       int64_t v = vals[i];
       switch (bits) {
-        case 8: push(p, static_cast<int8_t>(v), static_cast<int>(i)); break;
+        case 4: case 8: push(p, static_cast<int8_t>(v), static_cast<int>(i)); break;
         case 16: push(p, static_cast<int16_t>(v), static_cast<int>(i)); break;
         case 32: push(p, static_cast<int32_t>(v), static_cast<int>(i)); break;
         default: push(p, v, static_cast<int>(i)); break;
       }
     }
     if (!sgn) {  // and the type's max
-      std::vector<uint8_t> ones(bits / 8, 0xff);
+      // u4 too takes one byte; its upload keeps the low nibble: 15.
+      std::vector<uint8_t> ones(std::max(bits / 8, 1), 0xff);
       p.bytes.insert(p.bytes.end(), ones.begin(), ones.end());
       p.rank.push_back(static_cast<int>(vals.size()));
       p.total_rank.push_back(static_cast<int>(vals.size()));
