@@ -13,7 +13,11 @@ import pytest
 
 from pjrtx import _pjrtx
 
-ROOT = Path(__file__).resolve().parents[1]
+# The children import the same pjrtx as this process (the installed package,
+# or a source checkout with a built extension), never a checkout without one.
+import pjrtx  # noqa: E402
+
+PKG_PARENT = Path(pjrtx.__file__).resolve().parents[1]
 
 # A tiny program in a child process: registers the plugin as conftest.py
 # does and prints the result so the parent can check it against NumPy.
@@ -33,9 +37,9 @@ TINY_JIT = textwrap.dedent("""
 
 def run(args, **env):
     e = {k: v for k, v in os.environ.items() if not k.startswith("PJRTX_")}
-    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PKG_PARENT), os.environ.get("PYTHONPATH")]))
     e.update(env)
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=e, capture_output=True,
+    return subprocess.run([sys.executable, *args], cwd=PKG_PARENT, env=e, capture_output=True,
                           text=True, timeout=120)
 
 

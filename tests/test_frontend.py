@@ -14,7 +14,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from pjrtx import frontend
 from pjrtx.frontend import parse
-from tests.oracle import assert_same
+from oracle import assert_same
 
 CALL_AND_REDUCE = """
 module @calls {

@@ -7,7 +7,7 @@ import pytest
 from jax import lax
 
 from pjrtx import _pjrtx
-from tests.oracle import assert_same
+from oracle import assert_same
 
 
 # ---- devices, client, memories ------------------------------------------------

@@ -16,7 +16,11 @@ from pjrtx.conformance.runner import FAILING, PASSED, Result
 
 
 def data_dir() -> Path:
-    # Source checkout: <repo>/third_party/jax_upstream
+    # An installed wheel carries a copy as pjrtx/jax_upstream (CMakeLists.txt
+    # installs it); a source checkout reads <repo>/third_party/jax_upstream.
+    installed = Path(__file__).resolve().parents[1] / "jax_upstream"
+    if installed.is_dir():
+        return installed
     return Path(__file__).resolve().parents[2] / "third_party" / "jax_upstream"
 
 
