@@ -4,7 +4,15 @@ CONTRACT_VERSION = 1
 
 def load_extension():
     """Imports pjrtx._pjrtx and refuses one built for another contract."""
-    from pjrtx import _pjrtx
+    try:
+        from pjrtx import _pjrtx
+    except ImportError as e:
+        import pjrtx
+        raise ImportError(
+            f"pjrtx: no compiled extension next to {pjrtx.__file__} ({e}). Python found "
+            "a pjrtx without one: a source checkout on the path (e.g. running from the "
+            "repository root) shadows the installed package. Run from another directory, "
+            "or build in place (README, Development).") from None
 
     have = getattr(_pjrtx, "CONTRACT_VERSION", None)
     if have != CONTRACT_VERSION:
