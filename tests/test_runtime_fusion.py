@@ -49,15 +49,30 @@ def inputs(pjrtx_device, n=64):
     return x, y, jax.device_put(x, pjrtx_device), jax.device_put(y, pjrtx_device)
 
 
-def test_auto_compiles_from_the_third_run(monkeypatch, counting, pjrtx_device):
+def traces():
+    s = _pjrtx.compile_stats()
+    return s["replay_traces"], s["fused_traces"], s["failed_traces"]
+
+
+def test_auto_tiers(monkeypatch, counting, pjrtx_device):
+    # Runs 1-2 eager, from run 3 a replay of the traced graph (fusion off: no
+    # kernel compiler), from run 65 fused kernels. One trace per tier.
     monkeypatch.setenv("PJRTX_COMPILE", "auto")
     x, y, dx, dy = inputs(pjrtx_device)
     f = jax.jit(lambda a, b: chain(a, b))
-    runs = [run_counted(f, dx, dy) for _ in range(5)]
+    f(dx, dy).block_until_ready()  # compile outside the counts
+    seen, runs = [traces()], [run_counted(f, dx, dy)]  # run 2
+    for _ in range(3, 71):
+        runs.append(run_counted(f, dx, dy))
+        seen.append(traces())
+    replay, fused, failed = (np.diff([s[i] for s in seen]) for i in range(3))
+    # seen[k] is after run k + 2 (k >= 1)
+    assert replay.tolist() == [1] + [0] * 67, replay
+    assert fused.tolist() == [0] * 62 + [1] + [0] * 5, fused
+    assert not failed.any()
     counts = [c for _, c in runs]
-    # Runs 1 and 2 build the graph op by op; from run 3 on the segment's
-    # element-wise chain is one fused primitive.
-    assert counts[0] == counts[1] > counts[2] == counts[3] == counts[4], counts
+    # Fused runs evaluate fewer primitives (the element-wise chain is one).
+    assert counts[-1] < counts[0], counts
     for out, _ in runs[1:]:
         np.testing.assert_array_equal(out, runs[0][0])
     assert_same(chain, x, y, bound=chain_bound(x, y))
@@ -69,13 +84,16 @@ def test_never_and_always(monkeypatch, counting, pjrtx_device):
     # Fresh functions: JAX caches executables per function, and each test
     # needs programs compiled under its own tier.
     f = jax.jit(lambda a, b: chain(a, b))
-    eager = [run_counted(f, dx, dy) for _ in range(4)]
-    never = [c for _, c in eager]
-    assert len(set(never)) == 1, never
+    before = traces()
+    eager = [run_counted(f, dx, dy) for _ in range(80)]
+    assert traces() == before
+    never = {c for _, c in eager}
+    assert len(never) == 1, never
     monkeypatch.setenv("PJRTX_COMPILE", "always")
     g = jax.jit(lambda a, b: chain(a, b))
     out, first = run_counted(g, dx, dy)
-    assert first < never[0], (first, never)
+    assert traces()[1] == before[1] + 1
+    assert first < min(never), (first, never)
     np.testing.assert_array_equal(out, eager[0][0])
 
 
@@ -88,7 +106,7 @@ def test_bad_tier_is_a_clear_error(monkeypatch, pjrtx_device):
 def test_loop_body_fuses_and_matches(monkeypatch, counting, pjrtx_device):
     # No multiply feeds an add: XLA:CPU would contract it into an FMA.
     body = lambda i, v: jnp.where(v > 1.0, v * 0.5, v + 0.75)  # noqa: E731
-    loop = lambda v: lax.fori_loop(0, 50, body, v)  # noqa: E731
+    loop = lambda v: lax.fori_loop(0, 200, body, v)  # noqa: E731
     x = np.linspace(-2, 2, 32, dtype=np.float32)
     dx = jax.device_put(x, pjrtx_device)
     monkeypatch.setenv("PJRTX_COMPILE", "never")
@@ -96,8 +114,9 @@ def test_loop_body_fuses_and_matches(monkeypatch, counting, pjrtx_device):
     monkeypatch.setenv("PJRTX_COMPILE", "auto")
     f = jax.jit(lambda v: loop(v))
     fused, n_fused = run_counted(f, dx)
-    # The body runs 50 times in one call: from its third iteration on it is
-    # compiled, so the call evaluates fewer primitives than the eager one.
+    # The body runs 200 times in one call: its iterations run in traced
+    # blocks of 16 from the third, fused from the 65th, so the call
+    # evaluates fewer primitives than the eager one.
     assert n_fused < n_eager, (n_fused, n_eager)
     np.testing.assert_array_equal(fused, eager)
     assert_same(loop, x)

@@ -65,6 +65,17 @@ NB_MODULE(_pjrtx, m) {
   m.def(
       "count_primitives", [](bool on) { backend::set_count_primitives(on); }, nb::arg("on"),
       "Count the MLX primitives each evaluation runs (on by itself under PJRTX_TRACE=1)");
+  m.def(
+      "compile_stats",
+      [] {
+        backend::CompileStats s = backend::compile_stats();
+        nb::dict d;
+        d["replay_traces"] = s.replay_traces;
+        d["fused_traces"] = s.fused_traces;
+        d["failed_traces"] = s.failed_traces;
+        return d;
+      },
+      "mx::compile traces so far (process-wide): replay (fusion off), fused, failed");
   m.def("primitives_evaluated", &backend::primitives_evaluated,
         "MLX primitives evaluated by runs in this process while counting was on");
   m.def(

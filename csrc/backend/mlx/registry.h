@@ -43,14 +43,48 @@ using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;
 // When straight-line segments run through mx::compile (PJRTX_COMPILE).
 enum class CompileTier {
   kNever,   // every step builds its MLX ops on every run
-  kAuto,    // a segment compiles once it has run kCompileAfterRuns times
-  kAlways,  // a segment compiles on its first run
+  kAuto,    // replayed from a function's 3rd run, fused from its 64th
+  kAlways,  // fused from the first run
 };
-// A program run once never waits for kernel compilation (MLX's CPU back end
-// runs g++ per fused kernel: 1.3 s for a 6-op kernel on this 2-core
-// machine, then cached on disk); a loop body or a jitted step called again
-// compiles on its third run.
-constexpr int64_t kCompileAfterRuns = 2;
+
+// One traceable function (a segment, a block of loop iterations) and how
+// far up the tiers it has gone. Tiers under kAuto:
+// - runs 1-2, eager: a program run once never waits for any compilation;
+// - from run 3, replay: mx::compile traces it once with fusion off
+//   (CompileMode::no_fuse), and later runs replay the simplified graph
+//   instead of calling our kernels (no kernel compiler involved);
+// - from run kFuseAfterRuns, fused: traced again with fusion on, so
+//   element-wise chains become one kernel. MLX's CPU back end compiles each
+//   fused kernel with g++ (1.3 s for a 6-op kernel on this 2-core machine,
+//   then cached on disk); a segment that saves ~50 us per run by fusing
+//   pays that back only after thousands of runs, so fusing waits until a
+//   function is clearly hot (Metal's and CUDA's runtime compilers are
+//   cheaper, and the same threshold is still far below a training loop's
+//   step count).
+struct TieredFunction {
+  static constexpr int64_t kReplayAfterRuns = 2;
+  static constexpr int64_t kFuseAfterRuns = 64;
+  enum class Stage { kEager, kReplay, kFused };
+
+  // Executor thread only (every run is there).
+  mutable int64_t runs = 0;
+  mutable bool failed = false;  // tracing threw: eager from then on
+  mutable std::function<Arrays(const Arrays&)> replay, fused;
+
+  Stage stage(CompileTier tier) const;
+  // Runs `ins` through the stage's compiled form of `fn` (traced on first
+  // use); nullopt when tracing failed (`failed` is then set). Does not count.
+  std::optional<Arrays> call(Stage stage, const std::function<Arrays(const Arrays&)>& fn,
+                             const Arrays& ins) const;
+};
+
+// Process-wide counts of traces, for tests (pjrtx._pjrtx.compile_stats).
+struct CompileStats {
+  int64_t replay_traces = 0;  // traced with fusion off
+  int64_t fused_traces = 0;   // traced with fusion on
+  int64_t failed_traces = 0;  // tracing threw; that function runs eagerly
+};
+CompileStats compile_stats();
 
 // A lowered region: params in, returns out.
 struct RegionProgram {
@@ -68,10 +102,8 @@ struct RegionProgram {
     size_t begin = 0, end = 0;
     bool fusable = false;
     std::vector<compiler::ValueId> inputs, outputs;
-    // Touched on the executor thread only (every run is there).
-    mutable int64_t runs = 0;
-    mutable bool failed = false;  // tracing threw: eager from then on
-    mutable std::function<Arrays(const Arrays&)> compiled;
+    TieredFunction tiers;
+    std::function<Arrays(const Arrays&)> traced;  // the steps on fresh values
   };
   std::vector<compiler::ValueId> params;
   std::vector<Step> steps;
@@ -90,6 +122,10 @@ struct RegionProgram {
   // broadcasting lines them up); for element-wise bodies. `st` supplies the
   // values the region captures from enclosing scopes.
   Arrays run_batched(RunState& st, const Arrays& args) const;
+
+  // Builds each fusable segment's `traced` function (plan_segments calls it;
+  // the functions point into this program, which must not move).
+  void make_traced();
 
  private:
   void run_steps(RunState& st, size_t begin, size_t end) const;

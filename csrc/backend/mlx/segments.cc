@@ -10,6 +10,7 @@
 // and no closure calls or result checks per step anywhere.
 #include <mlx/compile.h>
 
+#include <atomic>
 #include <set>
 
 #include "backend/mlx/registry.h"
@@ -118,51 +119,108 @@ void plan_segments(RegionProgram& prog, const Region& region, const std::vector<
     // Nothing read afterwards (dead code the passes left): nothing to fuse.
     if (seg.outputs.empty()) seg.fusable = false;
   }
+  prog.make_traced();
+}
+
+TieredFunction::Stage TieredFunction::stage(CompileTier tier) const {
+  if (failed) return Stage::kEager;
+  switch (tier) {
+    case CompileTier::kNever: return Stage::kEager;
+    case CompileTier::kAlways: return Stage::kFused;
+    case CompileTier::kAuto:
+      if (runs >= kFuseAfterRuns) return Stage::kFused;
+      if (runs >= kReplayAfterRuns) return Stage::kReplay;
+      return Stage::kEager;
+  }
+  return Stage::kEager;
+}
+
+namespace {
+std::atomic<int64_t> g_replay{0}, g_fused{0}, g_failed{0};
+
+// MLX reads its compile mode when it traces; only the executor thread
+// compiles, so switching the process-wide mode around one call is safe.
+struct FusionOff {
+  bool on;
+  explicit FusionOff(bool off) : on(off) {
+    if (on) mx::set_compile_mode(mx::CompileMode::no_fuse);
+  }
+  ~FusionOff() {
+    if (on) mx::set_compile_mode(mx::CompileMode::enabled);
+  }
+};
+}  // namespace
+
+std::optional<Arrays> TieredFunction::call(Stage stage,
+                                           const std::function<Arrays(const Arrays&)>& fn,
+                                           const Arrays& ins) const {
+  auto& slot = stage == Stage::kFused ? fused : replay;
+  bool first = !slot;
+  if (first) slot = mx::compile(fn);
+  try {
+    FusionOff scope(stage == Stage::kReplay);
+    Arrays out = slot(ins);
+    // Inputs that are placeholders (a trace of an enclosing function) only
+    // call `fn`: count real traces only.
+    bool traced = first && !(ins.size() > 0 && ins[0].is_tracer());
+    if (traced) ++(stage == Stage::kFused ? g_fused : g_replay);
+    // The fused graph supersedes the replayed one (dropping the wrapper
+    // erases its MLX cache entry).
+    if (stage == Stage::kFused) replay = nullptr;
+    return out;
+  } catch (const std::exception&) {
+    // A kernel that reads a value on the host (e.g. scatter counting its
+    // rounds of duplicate indices) cannot be traced: eager from now on, and
+    // the eager run reports real errors.
+    failed = true;
+    ++g_failed;
+    replay = fused = nullptr;
+    return std::nullopt;
+  }
+}
+
+CompileStats compile_stats() {
+  return {g_replay.load(), g_fused.load(), g_failed.load()};
 }
 
 void RegionProgram::run_segment(RunState& st, const Segment& seg) const {
-  bool compile = seg.fusable && !seg.failed && !st.batched &&
-                 (compile_tier == CompileTier::kAlways ||
-                  (compile_tier == CompileTier::kAuto && seg.runs >= kCompileAfterRuns));
-  ++seg.runs;
+  auto stage = seg.fusable && !st.batched ? seg.tiers.stage(compile_tier)
+                                          : TieredFunction::Stage::kEager;
+  ++seg.tiers.runs;
   Arrays ins;
-  if (compile) {
+  if (stage != TieredFunction::Stage::kEager) {
     ins.reserve(seg.inputs.size());
     for (ValueId v : seg.inputs) {
       if (!st.slots[v]) {  // the eager path names the instruction that reads it
-        compile = false;
+        stage = TieredFunction::Stage::kEager;
         break;
       }
       ins.push_back(*st.slots[v]);
     }
   }
-  if (!compile) return run_steps(st, seg.begin, seg.end);
-  if (!seg.compiled) {
+  std::optional<Arrays> outs;
+  if (stage != TieredFunction::Stage::kEager) outs = seg.tiers.call(stage, seg.traced, ins);
+  if (!outs) return run_steps(st, seg.begin, seg.end);
+  for (size_t i = 0; i < outs->size(); ++i) st.slots[seg.outputs[i]] = std::move((*outs)[i]);
+}
+
+void RegionProgram::make_traced() {
+  for (Segment& seg : segments) {
+    if (!seg.fusable) continue;
     // The trace runs our kernels once on placeholders; a fresh run state
     // holds only the segment's own values (num_slots per trace, not per run).
-    seg.compiled = mx::compile(std::function<Arrays(const Arrays&)>([this, &seg](const Arrays& args) {
+    const Segment* sp = &seg;
+    seg.traced = [this, sp](const Arrays& args) {
       RunState trace;
       trace.slots.resize(num_slots);
-      for (size_t i = 0; i < args.size(); ++i) trace.slots[seg.inputs[i]] = args[i];
-      run_steps(trace, seg.begin, seg.end);
+      for (size_t i = 0; i < args.size(); ++i) trace.slots[sp->inputs[i]] = args[i];
+      run_steps(trace, sp->begin, sp->end);
       Arrays outs;
-      outs.reserve(seg.outputs.size());
-      for (ValueId v : seg.outputs) outs.push_back(*trace.slots[v]);
+      outs.reserve(sp->outputs.size());
+      for (ValueId v : sp->outputs) outs.push_back(*trace.slots[v]);
       return outs;
-    }));
+    };
   }
-  Arrays outs;
-  try {
-    outs = seg.compiled(ins);
-  } catch (const std::exception&) {
-    // A kernel that reads a value on the host (e.g. scatter counting its
-    // rounds of duplicate indices) cannot be traced: this segment runs
-    // eagerly from now on, and the eager run reports real errors.
-    seg.failed = true;
-    seg.compiled = nullptr;
-    return run_steps(st, seg.begin, seg.end);
-  }
-  for (size_t i = 0; i < outs.size(); ++i) st.slots[seg.outputs[i]] = std::move(outs[i]);
 }
 
 }  // namespace pjrtx::backend

@@ -114,24 +114,19 @@ std::optional<Entry> enter(const CountedLoop& loop, std::optional<uint64_t> fixe
 struct Blocks {
   std::shared_ptr<const RegionProgram> body;
   std::shared_ptr<const CountedLoop> loop;
-  // Executor thread only.
-  mutable std::function<Arrays(const Arrays&)> compiled;
-  mutable bool failed = false;
-  mutable int64_t iterations = 0;  // body runs so far, for the auto tier
+  // `tiers.runs` counts body iterations, however they ran. Executor only.
+  TieredFunction tiers;
+  mutable std::function<Arrays(const Arrays&)> traced;
 
-  bool usable(const RunState& st) const {
-    if (failed || st.batched || !body->pure) return false;
-    switch (body->compile_tier) {
-      case CompileTier::kNever: return false;
-      case CompileTier::kAlways: return true;
-      case CompileTier::kAuto: return iterations >= kCompileAfterRuns;
-    }
-    return false;
+  TieredFunction::Stage stage(const RunState& st) const {
+    if (st.batched || !body->pure) return TieredFunction::Stage::kEager;
+    return tiers.stage(body->compile_tier);
   }
 
   // Runs iterations [i, i + kEvalEvery); nullopt when tracing failed (the
   // caller then runs them one by one).
-  std::optional<Arrays> run(RunState& st, const Arrays& state, const Entry& e) const {
+  std::optional<Arrays> run(TieredFunction::Stage stage, RunState& st, const Arrays& state,
+                            const Entry& e) const {
     const size_t n = state.size(), m = body->free_values.size();
     Arrays ins = state;
     for (compiler::ValueId v : body->free_values) {
@@ -141,30 +136,25 @@ struct Blocks {
     for (uint64_t j = 1; j <= kEvalEvery; ++j)
       for (const auto& [v, value] : e.inits)
         ins.push_back(wrapped_scalar(value + v->step * static_cast<Int128>(j), v->dtype));
-    if (!compiled) {
+    if (!traced) {
+      // Which inductions the host tracks is fixed per loop (lower_while).
+      std::vector<size_t> tracked;
+      for (const auto& iv : e.inits) tracked.push_back(iv.first->index);
       const RegionProgram* b = body.get();
-      const std::vector<std::pair<const Induction*, Int128>> inits = e.inits;
-      compiled = mx::compile(std::function<Arrays(const Arrays&)>(
-          [b, n, m, inits](const Arrays& args) {
-            RunState trace;
-            trace.slots.resize(b->num_slots);
-            for (size_t i = 0; i < m; ++i) trace.slots[b->free_values[i]] = args[n + i];
-            Arrays s(args.begin(), args.begin() + n);
-            size_t k = n + m;
-            for (uint64_t j = 0; j < kEvalEvery; ++j) {
-              s = b->run(trace, s);
-              for (const auto& iv : inits) s[iv.first->index] = args[k++];
-            }
-            return s;
-          }));
+      traced = [b, n, m, tracked](const Arrays& args) {
+        RunState trace;
+        trace.slots.resize(b->num_slots);
+        for (size_t i = 0; i < m; ++i) trace.slots[b->free_values[i]] = args[n + i];
+        Arrays s(args.begin(), args.begin() + n);
+        size_t k = n + m;
+        for (uint64_t j = 0; j < kEvalEvery; ++j) {
+          s = b->run(trace, s);
+          for (size_t index : tracked) s[index] = args[k++];
+        }
+        return s;
+      };
     }
-    try {
-      return compiled(ins);
-    } catch (const std::exception&) {
-      failed = true;
-      compiled = nullptr;
-      return std::nullopt;
-    }
+    return tiers.call(stage, traced, ins);
   }
 };
 
@@ -172,12 +162,13 @@ Arrays run_counted_while(const RegionProgram& body, RunState& st, const Arrays& 
                          Entry& e, const Blocks* blocks) {
   Arrays state = in;
   for (uint64_t i = 1; i <= e.trips;) {
-    if (blocks && i + kEvalEvery - 1 <= e.trips && blocks->usable(st)) {
-      if (auto out = blocks->run(st, state, e)) {
+    auto stage = blocks ? blocks->stage(st) : TieredFunction::Stage::kEager;
+    if (stage != TieredFunction::Stage::kEager && i + kEvalEvery - 1 <= e.trips) {
+      if (auto out = blocks->run(stage, st, state, e)) {
         state = std::move(*out);
         for (auto& [v, value] : e.inits) value += v->step * static_cast<Int128>(kEvalEvery);
         i += kEvalEvery;
-        blocks->iterations += kEvalEvery;
+        blocks->tiers.runs += kEvalEvery;
         if (i <= e.trips) {
           Arrays pending = state;
           note_eval(pending);
@@ -187,7 +178,7 @@ Arrays run_counted_while(const RegionProgram& body, RunState& st, const Arrays& 
       }
     }
     state = body.run(st, state);
-    if (blocks) ++blocks->iterations;
+    if (blocks) ++blocks->tiers.runs;
     // The body's add for an induction variable is left unevaluated (MLX
     // frees it unread); the host knows the value.
     for (auto& [v, value] : e.inits) {
