@@ -1,9 +1,16 @@
 // PJRT_Executable and PJRT_LoadedExecutable entry points.
 #include <cstddef>
+#include <string>
 
 #include "pjrt/entry_points.h"
 #include "pjrt/error.h"
 #include "pjrt/handles.h"
+
+// The bytes of one Serialize call, freed by the deleter jaxlib calls once it
+// has copied them.
+struct PJRT_SerializedExecutable {
+  std::string bytes;
+};
 
 namespace pjrtx::pjrt {
 
@@ -165,6 +172,18 @@ PJRT_Error* Executable_GetCompiledMemoryStats(PJRT_Executable_GetCompiledMemoryS
     args->host_temp_size_in_bytes = 0;
     args->peak_memory_in_bytes = in + out;
     args->total_size_in_bytes = in + out;
+  });
+}
+
+PJRT_Error* Executable_Serialize(PJRT_Executable_Serialize_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_Serialize);
+    const auto& rt = *exe_of(const_cast<PJRT_Executable*>(args->executable), kFn)->rt;
+    auto* out = new PJRT_SerializedExecutable{rt.client()->serialize(rt)};
+    args->serialized_executable = out;
+    args->serialized_bytes = out->bytes.data();
+    args->serialized_bytes_size = out->bytes.size();
+    args->serialized_executable_deleter = [](PJRT_SerializedExecutable* e) { delete e; };
   });
 }
 
