@@ -42,6 +42,7 @@ def initialize():
     xla_bridge.register_plugin(PLATFORM, priority=priority, library_path=ext.__file__)
     _register_lowerings()
     _enable_donation()
+    _enable_persistent_cache()
 
 
 def ensure_registered():
@@ -68,6 +69,46 @@ def _enable_donation():
             f"list in jax {_jax_version()}; donation cannot be enabled for pjrtx")
     if PLATFORM not in platforms:
         platforms.append(PLATFORM)
+
+
+class _AsCachingPlatform:
+    """A backend seen as "cpu" by jax's persistent-cache gate, which is a
+    fixed list of platform names; every other attribute is the backend's."""
+
+    platform = "cpu"
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def _enable_persistent_cache():
+    # JAX 0.10.2 writes and reads `jax_compilation_cache_dir` only for
+    # backends whose platform is in a list local to
+    # compilation_cache.is_cache_used (tpu, gpu, cpu, neuron); pjrtx
+    # implements PJRT_Executable_Serialize / DeserializeAndLoad, so let it
+    # through that gate and leave the rest of the function (its once-per-task
+    # bookkeeping) as JAX wrote it. A renamed function must fail here.
+    from jax._src import compilation_cache
+
+    original = getattr(compilation_cache, "is_cache_used", None)
+    if not callable(original):
+        raise RuntimeError(
+            "pjrtx: jax._src.compilation_cache.is_cache_used is gone in jax "
+            f"{_jax_version()}; the persistent compilation cache cannot be enabled for pjrtx")
+    if getattr(original, "_pjrtx_wrapped", False):
+        return
+
+    def is_cache_used(backend):
+        if getattr(backend, "platform", None) == PLATFORM:
+            backend = _AsCachingPlatform(backend)
+        return original(backend)
+
+    is_cache_used._pjrtx_wrapped = True
+    is_cache_used.__wrapped__ = original
+    compilation_cache.is_cache_used = is_cache_used
 
 
 def _jax_version() -> str:

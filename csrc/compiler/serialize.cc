@@ -46,6 +46,19 @@ class Writer {
   std::string out_;
 };
 
+bool valid_utf8(const char* s, size_t n) {
+  const auto* p = reinterpret_cast<const uint8_t*>(s);
+  for (size_t i = 0; i < n;) {
+    uint8_t c = p[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (len == 0 || i + len > n) return false;
+    for (size_t k = 1; k < len; ++k)
+      if ((p[i + k] & 0xc0) != 0x80) return false;
+    i += len;
+  }
+  return true;
+}
+
 class Reader {
  public:
   explicit Reader(std::string_view b) : p_(b.data()), end_(b.data() + b.size()) {}
@@ -68,9 +81,13 @@ class Reader {
     p_ += n;
     return at;
   }
+  // Every string of a plan is UTF-8 (the frontend's come from Python str);
+  // refusing anything else also keeps damaged bytes out of error messages,
+  // which Python decodes as UTF-8.
   std::string str(const char* what) {
     uint64_t n = u64();
     const char* p = raw(n, what);
+    if (!valid_utf8(p, n)) fail("invalid UTF-8 in ", what);
     return std::string(p, n);
   }
   // A count of items that take at least `min_item` bytes each: a garbled

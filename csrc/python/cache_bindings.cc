@@ -54,16 +54,23 @@ void bind_cache(nb::module_& m) {
       nb::arg("fingerprint"),
       "compiler::serialize_plan of a live executable's plan (no envelope), or None");
   m.def(
-      "load_plan_text",
+      "serialize_plan",
+      [](const compiler::Plan& plan) {
+        std::string b = compiler::serialize_plan(plan);
+        return nb::bytes(b.data(), b.size());
+      },
+      nb::arg("plan"), "compiler::serialize_plan: the plan as bytes (no envelope)");
+  m.def(
+      "deserialize_plan",
       [](nb::bytes data) {
         compiler::Plan plan =
             compiler::deserialize_plan(std::string_view(data.c_str(), data.size()));
         compiler::verify(plan);
-        return compiler::print_plan(plan);
+        return plan;
       },
       nb::arg("data"),
-      "Parses and verifies plan bytes (plan_bytes' format) and returns the plan text; "
-      "raises RuntimeError for damaged bytes");
+      "Parses and verifies plan bytes (serialize_plan's format); raises RuntimeError "
+      "naming what is wrong for damaged bytes");
   m.def(
       "sha256_hex",
       [](nb::bytes data) { return runtime::sha256_hex(std::string_view(data.c_str(), data.size())); },

@@ -177,8 +177,12 @@ UnpackedExecutable unpack_executable(std::string_view bytes) {
     c.fail("version ", version, ", this pjrtx reads version ", kExeVersion,
            "; recompile the program");
   std::string_view who = c.str("producer");
-  if (who != producer())
-    c.fail("written by '", who, "', this is '", producer(), "'; recompile the program");
+  if (who != producer()) {
+    // Printable ASCII only: the name reaches Python, which decodes UTF-8.
+    std::string shown;
+    for (char ch : who.substr(0, 80)) shown += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+    c.fail("written by '", shown, "', this is '", producer(), "'; recompile the program");
+  }
   UnpackedExecutable out;
   out.fingerprint = std::string(c.str("fingerprint"));
   std::string_view digest = c.take(32, "checksum");
