@@ -43,6 +43,7 @@ def initialize():
     _register_lowerings()
     _enable_donation()
     _enable_persistent_cache()
+    _show_plan_as_text()
 
 
 def ensure_registered():
@@ -109,6 +110,43 @@ def _enable_persistent_cache():
     is_cache_used._pjrtx_wrapped = True
     is_cache_used.__wrapped__ = original
     compilation_cache.is_cache_used = is_cache_used
+
+
+def _show_plan_as_text():
+    # jax.jit(f).lower(x).compile().as_text() asks jaxlib for the HLO text of
+    # the executable, which jaxlib builds by parsing what
+    # PJRT_Executable_OptimizedProgram returns as HLO or StableHLO and
+    # printing it as HLO: it cannot carry pjrtx's plan, which is what pjrtx
+    # runs (after inlining, dead-code removal and constant folding). So for
+    # pjrtx executables, as_text() returns the plan's text, found by the
+    # executable's fingerprint (csrc/python/cache_bindings.cc); other
+    # backends keep jaxlib's answer.
+    from jax._src import stages
+
+    original = getattr(stages.Executable, "as_text", None)
+    if not callable(original):
+        raise RuntimeError(
+            f"pjrtx: jax._src.stages.Executable.as_text is gone in jax {_jax_version()}")
+    if getattr(original, "_pjrtx_wrapped", False):
+        return
+
+    def as_text(self):
+        exe = self.xla_extension_executable()
+        client = getattr(exe, "client", None)
+        if getattr(client, "platform", None) == PLATFORM:
+            from pjrtx._contract import load_extension
+
+            fingerprint = exe.fingerprint
+            if isinstance(fingerprint, bytes):
+                fingerprint = fingerprint.decode()
+            text = load_extension().plan_text(fingerprint or "")
+            if text is not None:
+                return text
+        return original(self)
+
+    as_text._pjrtx_wrapped = True
+    as_text.__wrapped__ = original
+    stages.Executable.as_text = as_text
 
 
 def _jax_version() -> str:
