@@ -242,3 +242,29 @@ def test_persistent_cache_skips_the_frontend_in_a_second_process(tmp_path, cpu_d
     assert second["stats"]["frontend_runs"] == 0, second["stats"]
     assert second["stats"]["deserialized"] >= 1, second["stats"]
     assert first["y"] == want and second["y"] == want
+
+
+def test_registration_wraps_the_persistent_cache_gate():
+    # jax 0.10.2 lists the platforms that may use jax_compilation_cache_dir
+    # inside compilation_cache.is_cache_used; a rename must fail loudly.
+    from jax._src import compilation_cache, stages
+
+    assert getattr(compilation_cache.is_cache_used, "_pjrtx_wrapped", False)
+    assert getattr(stages.Executable.as_text, "_pjrtx_wrapped", False)
+
+
+def test_compiled_as_text_shows_the_plan(pjrtx_device, cpu_device):
+    def h(x):
+        return jnp.sin(x) * 2 + x.sum()
+
+    x = np.linspace(-1, 1, 6, dtype=np.float32)
+    compiled = jax.jit(h).lower(jax.device_put(x, pjrtx_device)).compile()
+    text = compiled.as_text()
+    fingerprint = compiled._executable.xla_extension_executable().fingerprint.decode()
+    assert text == _pjrtx.plan_text(fingerprint)
+    assert text.startswith("func public @main(%0: f32[6]) -> (f32[6])")
+    for op in ("stablehlo.sine", "stablehlo.multiply", "stablehlo.reduce", "stablehlo.add"):
+        assert op in text, op
+    # Other backends keep jaxlib's HLO text.
+    cpu_text = jax.jit(h).lower(jax.device_put(x, cpu_device)).compile().as_text()
+    assert cpu_text.startswith("HloModule")

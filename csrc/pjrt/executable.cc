@@ -175,6 +175,22 @@ PJRT_Error* Executable_GetCompiledMemoryStats(PJRT_Executable_GetCompiledMemoryS
   });
 }
 
+// jaxlib reads this slot's bytes as an HLO module proto or as StableHLO
+// ("hlo_with_config" / "mlir") and prints them as HLO (GetHloModules), so it
+// cannot carry pjrtx's plan; returning the input program instead would keep
+// a second copy of every constant for the executable's lifetime and show
+// what pjrtx does not run. jaxlib tolerates UNIMPLEMENTED here (it calls
+// the slot while compiling), and Compiled.as_text() on pjrtx shows the plan
+// through pjrtx.jax_plugin, by the executable's fingerprint.
+PJRT_Error* Executable_OptimizedProgram(PJRT_Executable_OptimizedProgram_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_OptimizedProgram);
+    exe_of(args->executable, kFn);
+    unimplemented(kFn, ": pjrtx runs a plan, not an HLO module; "
+                  "jax's Compiled.as_text() shows that plan");
+  });
+}
+
 PJRT_Error* Executable_Serialize(PJRT_Executable_Serialize_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Executable_Serialize);
