@@ -113,6 +113,9 @@ Client::Client() {
 }
 
 Client::~Client() {
+  // Cached programs hold MLX arrays (constants); free them while the
+  // executor still runs, as when jaxlib destroys its executables first.
+  cache_.clear();
   executor_.reset();  // drains and joins the MLX thread
 }
 
