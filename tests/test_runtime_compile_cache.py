@@ -268,3 +268,22 @@ def test_compiled_as_text_shows_the_plan(pjrtx_device, cpu_device):
     # Other backends keep jaxlib's HLO text.
     cpu_text = jax.jit(h).lower(jax.device_put(x, cpu_device)).compile().as_text()
     assert cpu_text.startswith("HloModule")
+
+
+def test_programs_with_host_callbacks_are_not_cached_or_serialized(pjrtx_device):
+    def cb(v):
+        return np.asarray(v) * 2
+
+    def k(x):
+        return jax.pure_callback(cb, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1
+
+    x = jax.device_put(np.arange(4, dtype=np.float32), pjrtx_device)
+    before = _stats()
+    compiled = [_compile_fresh(k, x) for _ in range(2)]
+    d = _delta(before, _stats())
+    # Each lowering registers its own callback id, and the program holding
+    # an id is never kept by the cache.
+    assert d["frontend_runs"] == 2 and d["cache_hits"] == 0, d
+    np.testing.assert_array_equal(np.asarray(compiled[1](x)), np.arange(4) * 2 + 1)
+    with pytest.raises(Exception, match="host callbacks"):
+        compiled[0]._executable.xla_extension_executable().serialize()

@@ -27,6 +27,17 @@ int64_t region_bytes(const compiler::Region& r) {
   return n;
 }
 
+bool region_has_callbacks(const compiler::Region& r) {
+  for (const auto& inst : r.body) {
+    if (inst.op == compiler::Opcode::custom_call &&
+        inst.attr_str("call_target_name", "") == "pjrtx_callback")
+      return true;
+    for (const auto& sub : inst.regions)
+      if (region_has_callbacks(sub)) return true;
+  }
+  return false;
+}
+
 std::atomic<int64_t> g_frontend_runs{0}, g_cache_hits{0}, g_deserialized{0}, g_serialized{0};
 
 std::mutex g_plans_mu;
@@ -36,6 +47,12 @@ std::map<std::string, std::weak_ptr<const compiler::Plan>>& plans() {
 }
 
 }  // namespace
+
+bool plan_has_host_callbacks(const compiler::Plan& plan) {
+  for (const auto& f : plan.functions)
+    if (region_has_callbacks(f.body)) return true;
+  return false;
+}
 
 int64_t plan_constant_bytes(const compiler::Plan& plan) {
   int64_t n = 0;
@@ -52,6 +69,10 @@ std::shared_ptr<const CompiledProgram> CompileCache::find(const std::string& key
 }
 
 void CompileCache::insert(const std::string& key, std::shared_ptr<const CompiledProgram> entry) {
+  // A program with host callbacks holds its callback ids (pjrtx/lowerings/
+  // callbacks.py frees an id when the executable and its keepalive are
+  // gone); a cached copy would keep every such id alive.
+  if (plan_has_host_callbacks(*entry->plan)) return;
   int64_t bytes = plan_constant_bytes(*entry->plan);
   if (max_entries_ == 0 || bytes > max_bytes_) return;
   std::lock_guard<std::mutex> lock(mu_);
@@ -156,6 +177,11 @@ struct Cursor {
 }  // namespace
 
 std::string pack_executable(const std::string& fingerprint, const compiler::Plan& plan) {
+  // A callback id names a Python function of this process only; JAX keeps
+  // such programs out of its persistent cache for the same reason.
+  if (plan_has_host_callbacks(plan))
+    invalid_argument("pjrtx: cannot serialize ", plan.name,
+                     ": it calls Python host callbacks, which exist only in this process");
   std::string payload = compiler::serialize_plan(plan);
   std::string out(kExeMagic, sizeof(kExeMagic));
   put_u32(out, kExeVersion);

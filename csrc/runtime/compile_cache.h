@@ -60,6 +60,9 @@ class CompileCache {
   std::unordered_map<std::string, Slot> slots_;
 };
 
+// Whether the plan calls Python host callbacks (custom_call @pjrtx_callback).
+bool plan_has_host_callbacks(const compiler::Plan& plan);
+
 // Bytes of dense data (constants, dense attributes) a plan holds.
 int64_t plan_constant_bytes(const compiler::Plan& plan);
 
