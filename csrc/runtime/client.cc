@@ -282,7 +282,15 @@ std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compi
     failed_precondition("pjrtx: cannot compile ", plan->name,
                         " while a host callback runs (the pjrtx executor waits for the callback); "
                         "inside a callback, compute with NumPy or on jax.devices('cpu')");
-  auto program = executor_->run_sync([&] { return backend::Program::lower(plan, lower_options_); });
+  // Read per compile, so a process can compile one program with another
+  // tier (cache_key covers every PJRTX_* variable, this one included).
+  backend::LowerOptions options = lower_options_;
+  std::string tier = env_string("PJRTX_COMPILE");
+  if (tier == "never") options.compile_tier = backend::CompileTier::kNever;
+  else if (tier == "auto") options.compile_tier = backend::CompileTier::kAuto;
+  else if (tier == "always") options.compile_tier = backend::CompileTier::kAlways;
+  else invalid_argument("pjrtx: PJRTX_COMPILE must be 'never', 'auto' or 'always', got '", tier, "'");
+  auto program = executor_->run_sync([&] { return backend::Program::lower(plan, options); });
   register_plan(fingerprint, plan);
   return std::make_shared<const CompiledProgram>(
       CompiledProgram{std::move(plan), std::move(program), std::move(fingerprint)});

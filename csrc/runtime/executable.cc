@@ -2,8 +2,7 @@
 
 #include <algorithm>
 
-#include <mlx/transforms.h>
-
+#include "backend/mlx/async_eval.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 
@@ -93,10 +92,20 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
   // `uses` moves into the task: a copy left here would keep a donated
   // argument's array alive past the point where the run drops it, whenever
   // the executor starts the task before execute() returns.
-  client_->executor().post([program = program_, uses = std::move(uses), outs = result.outputs,
-                            done = result.done, name = name()]() mutable {
+  Executor* executor = &client_->executor();
+  executor->post([program = program_, uses = std::move(uses), outs = result.outputs,
+                  done = result.done, name = name(), executor]() mutable {
     Stopwatch sw;
     const int64_t primitives_before = backend::primitives_evaluated();
+    auto fail = [outs, done, name](const std::exception& e) {
+      const auto* pe = dynamic_cast<const Error*>(&e);
+      auto err = std::make_shared<const Error>(pe ? pe->code() : ErrorCode::kInternal,
+                                               pe ? std::string(e.what())
+                                                  : "[" + name + "] " + e.what());
+      for (auto& o : outs) o->ready_event()->set_error(err);
+      done->set_error(err);
+    };
+    backend::PendingEval eval;
     try {
       backend::Arrays inputs;
       inputs.reserve(uses->size());
@@ -112,27 +121,32 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       // ready.
       backend::Arrays pending = arrays;
       pending.insert(pending.end(), effects.begin(), effects.end());
-      backend::note_eval(pending);
-      mx::eval(pending);
-      for (size_t i = 0; i < outs.size(); ++i) {
-        outs[i]->set_array(std::move(arrays[i]));
-        outs[i]->ready_event()->set_ready();
-      }
-      done->set_ready();
+      eval = backend::eval_async(pending);
+      // Set now, ready later: the next call on this executor may read them
+      // lazily (its graph then waits for this one inside MLX).
+      for (size_t i = 0; i < outs.size(); ++i) outs[i]->set_array(std::move(arrays[i]));
     } catch (const std::exception& e) {
-      const auto* pe = dynamic_cast<const Error*>(&e);
-      auto err = std::make_shared<const Error>(pe ? pe->code() : ErrorCode::kInternal,
-                                               pe ? std::string(e.what())
-                                                  : "[" + name + "] " + e.what());
-      for (auto& o : outs) o->ready_event()->set_error(err);
-      done->set_error(err);
+      fail(e);
+      return;
     }
-    if (trace_enabled()) {
-      int64_t bytes = 0;
-      for (const auto& o : outs) bytes += o->on_device_size();
-      trace("execute " + name, bytes, sw.us(),
-            "prims=" + std::to_string(backend::primitives_evaluated() - primitives_before));
-    }
+    const int64_t primitives = backend::primitives_evaluated() - primitives_before;
+    executor->complete([eval = std::move(eval), outs = std::move(outs), done = std::move(done),
+                        name = std::move(name), fail = std::move(fail), sw,
+                        primitives]() mutable {
+      try {
+        eval.wait();
+      } catch (const std::exception& e) {
+        fail(e);
+        return;
+      }
+      for (auto& o : outs) o->ready_event()->set_ready();
+      done->set_ready();
+      if (trace_enabled()) {
+        int64_t bytes = 0;
+        for (const auto& o : outs) bytes += o->on_device_size();
+        trace("execute " + name, bytes, sw.us(), "prims=" + std::to_string(primitives));
+      }
+    });
   });
   // A program that calls Python back runs to completion before Execute
   // returns, as XLA:CPU runs it: an exception in a callback then raises
