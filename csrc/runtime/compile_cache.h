@@ -34,10 +34,12 @@ struct CompiledProgram {
 
 class CompileCache {
  public:
-  // 64 programs and 512 MiB of constants: a training script compiles a few
-  // dozen distinct programs; a program whose constants alone exceed the
-  // byte bound is not kept.
-  explicit CompileCache(size_t max_entries = 64, int64_t max_bytes = int64_t{512} << 20)
+  // 64 programs and 128 MiB of constants: a training script compiles a few
+  // dozen distinct programs, and weights normally arrive as arguments, not
+  // constants; the byte bound keeps a dropped program with large
+  // closed-over weights from pinning them for long. A program whose
+  // constants alone exceed it is not kept.
+  explicit CompileCache(size_t max_entries = 64, int64_t max_bytes = int64_t{128} << 20)
       : max_entries_(max_entries), max_bytes_(max_bytes) {}
 
   // The entry for `key`, marked most recently used; null if absent.
