@@ -4,6 +4,7 @@ Compiling the same program twice reuses the first compile (the frontend runs
 once); PJRT_Executable_Serialize / DeserializeAndLoad carry the plan, so a
 second process with `jax_compilation_cache_dir` loads it without the
 frontend; damaged or foreign bytes raise instead of crashing."""
+import functools
 import gc
 import hashlib
 import json
@@ -287,3 +288,19 @@ def test_programs_with_host_callbacks_are_not_cached_or_serialized(pjrtx_device)
     np.testing.assert_array_equal(np.asarray(compiled[1](x)), np.arange(4) * 2 + 1)
     with pytest.raises(Exception, match="host callbacks"):
         compiled[0]._executable.xla_extension_executable().serialize()
+
+
+def test_cache_is_bounded_least_recently_used_first(pjrtx_device):
+    # 64 programs fit; the 65th distinct one evicts the least recently used.
+    x = jax.device_put(_x(), pjrtx_device)
+    programs = [functools.partial(lambda v, k: _g(v) + k, k=k) for k in range(65)]
+    # One call site for every compile: locations (and so the bytes) name
+    # the caller's line.
+    order = programs + [programs[-1], programs[0]]
+    for i, p in enumerate(order):
+        if i == len(programs):
+            before = _stats()
+        _compile_fresh(p, x)
+    # The most recent program is still cached; the least recent was evicted.
+    d = _delta(before, _stats())
+    assert d["cache_hits"] == 1 and d["frontend_runs"] == 1, d
