@@ -42,6 +42,8 @@ def initialize():
     xla_bridge.register_plugin(PLATFORM, priority=priority, library_path=ext.__file__)
     _register_lowerings()
     _enable_donation()
+    _enable_persistent_cache()
+    _show_plan_as_text()
 
 
 def ensure_registered():
@@ -68,6 +70,83 @@ def _enable_donation():
             f"list in jax {_jax_version()}; donation cannot be enabled for pjrtx")
     if PLATFORM not in platforms:
         platforms.append(PLATFORM)
+
+
+class _AsCachingPlatform:
+    """A backend seen as "cpu" by jax's persistent-cache gate, which is a
+    fixed list of platform names; every other attribute is the backend's."""
+
+    platform = "cpu"
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def _enable_persistent_cache():
+    # JAX 0.10.2 writes and reads `jax_compilation_cache_dir` only for
+    # backends whose platform is in a list local to
+    # compilation_cache.is_cache_used (tpu, gpu, cpu, neuron); pjrtx
+    # implements PJRT_Executable_Serialize / DeserializeAndLoad, so let it
+    # through that gate and leave the rest of the function (its once-per-task
+    # bookkeeping) as JAX wrote it. A renamed function must fail here.
+    from jax._src import compilation_cache
+
+    original = getattr(compilation_cache, "is_cache_used", None)
+    if not callable(original):
+        raise RuntimeError(
+            "pjrtx: jax._src.compilation_cache.is_cache_used is gone in jax "
+            f"{_jax_version()}; the persistent compilation cache cannot be enabled for pjrtx")
+    if getattr(original, "_pjrtx_wrapped", False):
+        return
+
+    def is_cache_used(backend):
+        if getattr(backend, "platform", None) == PLATFORM:
+            backend = _AsCachingPlatform(backend)
+        return original(backend)
+
+    is_cache_used._pjrtx_wrapped = True
+    is_cache_used.__wrapped__ = original
+    compilation_cache.is_cache_used = is_cache_used
+
+
+def _show_plan_as_text():
+    # jax.jit(f).lower(x).compile().as_text() asks jaxlib for the HLO text of
+    # the executable, which jaxlib builds by parsing what
+    # PJRT_Executable_OptimizedProgram returns as HLO or StableHLO and
+    # printing it as HLO: it cannot carry pjrtx's plan, which is what pjrtx
+    # runs (after inlining, dead-code removal and constant folding). So for
+    # pjrtx executables, as_text() returns the plan's text, found by the
+    # executable's fingerprint (csrc/python/cache_bindings.cc); other
+    # backends keep jaxlib's answer.
+    from jax._src import stages
+
+    original = getattr(stages.Executable, "as_text", None)
+    if not callable(original):
+        raise RuntimeError(
+            f"pjrtx: jax._src.stages.Executable.as_text is gone in jax {_jax_version()}")
+    if getattr(original, "_pjrtx_wrapped", False):
+        return
+
+    def as_text(self):
+        exe = self.xla_extension_executable()
+        client = getattr(exe, "client", None)
+        if getattr(client, "platform", None) == PLATFORM:
+            from pjrtx._contract import load_extension
+
+            fingerprint = exe.fingerprint
+            if isinstance(fingerprint, bytes):
+                fingerprint = fingerprint.decode()
+            text = load_extension().plan_text(fingerprint or "")
+            if text is not None:
+                return text
+        return original(self)
+
+    as_text._pjrtx_wrapped = True
+    as_text.__wrapped__ = original
+    stages.Executable.as_text = as_text
 
 
 def _jax_version() -> str:

@@ -243,6 +243,16 @@ PJRT_Error* Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssignment_A
 
 std::shared_ptr<const ExecutableInfo> make_executable_info(const runtime::LoadedExecutable& exe);
 
+static PJRT_LoadedExecutable* wrap_executable(PJRT_Client* c,
+                                              std::shared_ptr<runtime::LoadedExecutable> exe) {
+  auto* out = new PJRT_LoadedExecutable();
+  out->rt = std::move(exe);
+  out->client = c;
+  out->info = make_executable_info(*out->rt);
+  out->devices = c->devices;
+  return out;
+}
+
 PJRT_Error* Client_Compile(PJRT_Client_Compile_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Client_Compile);
@@ -252,13 +262,26 @@ PJRT_Error* Client_Compile(PJRT_Client_Compile_Args* args) {
     check_compile_options(args->compile_options, args->compile_options_size);
     std::string_view code(prog->code ? prog->code : "", prog->code_size);
     std::string_view format(prog->format ? prog->format : "", prog->format_size);
-    auto exe = c->rt->compile(code, format);
-    auto* out = new PJRT_LoadedExecutable();
-    out->rt = std::move(exe);
-    out->client = c;
-    out->info = make_executable_info(*out->rt);
-    out->devices = c->devices;
-    args->executable = out;
+    args->executable = wrap_executable(c, c->rt->compile(code, format));
+  });
+}
+
+// The bytes come from Executable_Serialize, in this process or another one
+// (JAX's persistent compilation cache); the frontend does not run. The
+// overriding options are checked as Compile checks its own; load options
+// (computation origin, multi-slice) concern multi-device programs, which
+// pjrtx refuses at compile time.
+PJRT_Error* Executable_DeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_DeserializeAndLoad);
+    auto* c = need(args->client, "client");
+    if (args->serialized_executable == nullptr && args->serialized_executable_size != 0)
+      invalid_argument(kFn, ": serialized_executable is null");
+    check_compile_options(args->overridden_serialized_compile_options,
+                          args->overridden_serialized_compile_options_size);
+    std::string_view bytes(args->serialized_executable ? args->serialized_executable : "",
+                           args->serialized_executable_size);
+    args->loaded_executable = wrap_executable(c, c->rt->deserialize(bytes));
   });
 }
 

@@ -31,6 +31,8 @@
   X(Executable_OutputMemoryKinds) X(Executable_ParameterMemoryKinds)          \
   X(Executable_OutputElementTypes) X(Executable_OutputDimensions)             \
   X(Executable_Fingerprint) X(Executable_GetCompiledMemoryStats)              \
+  X(Executable_Serialize) X(Executable_DeserializeAndLoad)                    \
+  X(Executable_OptimizedProgram)                                              \
   X(LoadedExecutable_Destroy) X(LoadedExecutable_GetExecutable)               \
   X(LoadedExecutable_AddressableDevices) X(LoadedExecutable_Delete)           \
   X(LoadedExecutable_IsDeleted) X(LoadedExecutable_Execute)                   \

@@ -1,9 +1,16 @@
 // PJRT_Executable and PJRT_LoadedExecutable entry points.
 #include <cstddef>
+#include <string>
 
 #include "pjrt/entry_points.h"
 #include "pjrt/error.h"
 #include "pjrt/handles.h"
+
+// The bytes of one Serialize call, freed by the deleter jaxlib calls once it
+// has copied them.
+struct PJRT_SerializedExecutable {
+  std::string bytes;
+};
 
 namespace pjrtx::pjrt {
 
@@ -165,6 +172,34 @@ PJRT_Error* Executable_GetCompiledMemoryStats(PJRT_Executable_GetCompiledMemoryS
     args->host_temp_size_in_bytes = 0;
     args->peak_memory_in_bytes = in + out;
     args->total_size_in_bytes = in + out;
+  });
+}
+
+// jaxlib reads this slot's bytes as an HLO module proto or as StableHLO
+// ("hlo_with_config" / "mlir") and prints them as HLO (GetHloModules), so it
+// cannot carry pjrtx's plan; returning the input program instead would keep
+// a second copy of every constant for the executable's lifetime and show
+// what pjrtx does not run. jaxlib tolerates UNIMPLEMENTED here (it calls
+// the slot while compiling), and Compiled.as_text() on pjrtx shows the plan
+// through pjrtx.jax_plugin, by the executable's fingerprint.
+PJRT_Error* Executable_OptimizedProgram(PJRT_Executable_OptimizedProgram_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_OptimizedProgram);
+    exe_of(args->executable, kFn);
+    unimplemented(kFn, ": pjrtx runs a plan, not an HLO module; "
+                  "jax's Compiled.as_text() shows that plan");
+  });
+}
+
+PJRT_Error* Executable_Serialize(PJRT_Executable_Serialize_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Executable_Serialize);
+    const auto& rt = *exe_of(const_cast<PJRT_Executable*>(args->executable), kFn)->rt;
+    auto* out = new PJRT_SerializedExecutable{rt.client()->serialize(rt)};
+    args->serialized_executable = out;
+    args->serialized_bytes = out->bytes.data();
+    args->serialized_bytes_size = out->bytes.size();
+    args->serialized_executable_deleter = [](PJRT_SerializedExecutable* e) { delete e; };
   });
 }
 

@@ -92,6 +92,7 @@ NB_MODULE(_pjrtx, m) {
         "Sets the plugin attribute stablehlo_current_version (call before the client exists)");
   python::bind_abi(m);
   python::bind_plan(m);
+  python::bind_cache(m);
   python::install_frontend_hook(m);
   python::install_callback_hook(m);
 }

@@ -18,8 +18,10 @@
 #include "backend/mlx/program.h"
 #include "backend/mlx/transfer.h"
 #include "compiler/printer.h"
+#include "compiler/verifier.h"
 #include "runtime/env.h"
 #include "runtime/executable.h"
+#include "runtime/sha256.h"
 #include "runtime/trace.h"
 
 #ifndef PJRTX_VERSION
@@ -111,6 +113,9 @@ Client::Client() {
 }
 
 Client::~Client() {
+  // Cached programs hold MLX arrays (constants); free them while the
+  // executor still runs, as when jaxlib destroys its executables first.
+  cache_.clear();
   executor_.reset();  // drains and joins the MLX thread
 }
 
@@ -201,13 +206,6 @@ bool Client::host_readable(const Buffer& buffer) const {
 
 namespace {
 
-std::string fingerprint_of(std::string_view code, const std::string& device) {
-  size_t h = std::hash<std::string_view>()(code) ^ (std::hash<std::string>()(device) << 1);
-  std::ostringstream os;
-  os << std::hex << std::setw(16) << std::setfill('0') << h;
-  return os.str();
-}
-
 void dump(const std::string& dir, const compiler::Plan& plan, const std::string& mlir) {
   static std::atomic<int> counter{0};
   int n = counter++;
@@ -252,20 +250,25 @@ void check_value_sizes(const compiler::Region& r, const compiler::Plan& plan, in
 
 }  // namespace
 
-std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::string_view format) {
-  Stopwatch sw;
-  FrontendFn fn;
-  {
-    std::lock_guard<std::mutex> lock(g_frontend_mu);
-    fn = frontend();
-  }
-  if (!fn)
-    failed_precondition("pjrtx: the Python frontend is not registered (import pjrtx first)");
-  std::string dump_dir = env_string("PJRTX_DUMP_DIR");
-  std::string mlir_text;
-  auto plan = std::make_shared<const compiler::Plan>(
-      fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
-  if (!dump_dir.empty()) dump(dump_dir, *plan, mlir_text);
+// The key covers the bytes and everything else the result depends on: the
+// pjrtx build (its frontend and lowerings), the MLX device and the lowering
+// options, and every PJRTX_* variable (so one read while lowering, such as
+// a compile mode, cannot serve a stale program). The compile options proto
+// is not part of it: pjrtx reads only its replica and partition counts,
+// which must be 1 (pjrt/client.cc refuses others before compiling).
+std::string Client::cache_key(std::string_view kind, std::string_view format,
+                              std::string_view bytes) const {
+  Sha256 h;
+  h.update_field(kind).update_field(platform_version_).update_field(backend_name());
+  h.update_field(lower_options_.gpu ? "gpu" : "cpu");
+  h.update_field(lower_options_.f64_error ? "f64=error" : "f64=cpu");
+  for (const EnvVar& v : env_vars()) h.update_field(v.name).update_field(env_string(v.name));
+  h.update_field(format).update_field(bytes);
+  return h.hex_digest();
+}
+
+std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compiler::Plan> plan,
+                                                     std::string fingerprint) {
   if (int64_t limit = memory_stats().limit; limit > 0)
     for (const auto& f : plan->functions) check_value_sizes(f.body, *plan, limit, backend_name());
   // Lowering runs on the executor, which waits inside a run while a host
@@ -279,7 +282,8 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
     failed_precondition("pjrtx: cannot compile ", plan->name,
                         " while a host callback runs (the pjrtx executor waits for the callback); "
                         "inside a callback, compute with NumPy or on jax.devices('cpu')");
-  // Read per compile, so a process can compile one program with another tier.
+  // Read per compile, so a process can compile one program with another
+  // tier (cache_key covers every PJRTX_* variable, this one included).
   backend::LowerOptions options = lower_options_;
   std::string tier = env_string("PJRTX_COMPILE");
   if (tier == "never") options.compile_tier = backend::CompileTier::kNever;
@@ -287,11 +291,67 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
   else if (tier == "always") options.compile_tier = backend::CompileTier::kAlways;
   else invalid_argument("pjrtx: PJRTX_COMPILE must be 'never', 'auto' or 'always', got '", tier, "'");
   auto program = executor_->run_sync([&] { return backend::Program::lower(plan, options); });
-  auto exe = std::make_shared<LoadedExecutable>(this, plan, std::move(program),
-                                                fingerprint_of(code, backend_name()));
+  register_plan(fingerprint, plan);
+  return std::make_shared<const CompiledProgram>(
+      CompiledProgram{std::move(plan), std::move(program), std::move(fingerprint)});
+}
+
+std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::string_view format) {
+  Stopwatch sw;
+  std::string key = cache_key("compile", format, code);
+  std::shared_ptr<const CompiledProgram> compiled = cache_.find(key);
+  bool hit = compiled != nullptr;
+  if (hit) {
+    count_cache_hit();
+  } else {
+    FrontendFn fn;
+    {
+      std::lock_guard<std::mutex> lock(g_frontend_mu);
+      fn = frontend();
+    }
+    if (!fn)
+      failed_precondition("pjrtx: the Python frontend is not registered (import pjrtx first)");
+    std::string dump_dir = env_string("PJRTX_DUMP_DIR");
+    std::string mlir_text;
+    auto plan = std::make_shared<const compiler::Plan>(
+        fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
+    count_frontend_run();
+    if (!dump_dir.empty()) dump(dump_dir, *plan, mlir_text);
+    compiled = lower(std::move(plan), key);
+    cache_.insert(key, compiled);
+  }
+  auto exe = std::make_shared<LoadedExecutable>(this, compiled->plan, compiled->program,
+                                                compiled->fingerprint);
   if (trace_enabled())
-    trace("compile " + plan->name, static_cast<int64_t>(code.size()), sw.us(),
-          "instructions=" + std::to_string(plan->num_instructions()));
+    trace(std::string(hit ? "compile (cached) " : "compile ") + compiled->plan->name,
+          static_cast<int64_t>(code.size()), sw.us(),
+          "instructions=" + std::to_string(compiled->plan->num_instructions()));
+  return exe;
+}
+
+std::string Client::serialize(const LoadedExecutable& exe) const {
+  count_serialized();
+  return pack_executable(exe.fingerprint(), exe.plan());
+}
+
+std::shared_ptr<LoadedExecutable> Client::deserialize(std::string_view bytes) {
+  Stopwatch sw;
+  // Loading the same bytes twice (JAX's cache read in two jit wrappers)
+  // reuses the first load, as compile does.
+  std::string key = cache_key("deserialize", "", bytes);
+  std::shared_ptr<const CompiledProgram> compiled = cache_.find(key);
+  if (!compiled) {
+    UnpackedExecutable u = unpack_executable(bytes);
+    compiler::verify(u.plan);
+    compiled = lower(std::make_shared<const compiler::Plan>(std::move(u.plan)), u.fingerprint);
+    cache_.insert(key, compiled);
+  }
+  count_deserialized();
+  auto exe = std::make_shared<LoadedExecutable>(this, compiled->plan, compiled->program,
+                                                compiled->fingerprint);
+  if (trace_enabled())
+    trace("deserialize " + compiled->plan->name, static_cast<int64_t>(bytes.size()), sw.us(),
+          "instructions=" + std::to_string(compiled->plan->num_instructions()));
   return exe;
 }
 

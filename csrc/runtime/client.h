@@ -15,6 +15,7 @@
 #include "backend/mlx/program.h"
 #include "compiler/plan.h"
 #include "runtime/buffer.h"
+#include "runtime/compile_cache.h"
 #include "runtime/executor.h"
 
 namespace pjrtx::runtime {
@@ -103,7 +104,17 @@ class Client {
   // so it shares them); ready when `src` is.
   BufferPtr copy_buffer(const BufferPtr& src, Memory* memory);
 
+  // Compiles program bytes (format "mlir"), or reuses an earlier compile of
+  // the same bytes under the same options (runtime/compile_cache.h).
   std::shared_ptr<LoadedExecutable> compile(std::string_view code, std::string_view format);
+  // PJRT_Executable_Serialize / DeserializeAndLoad: the executable's plan
+  // as bytes, and an executable lowered from such bytes without the
+  // frontend. Deserializing throws INVALID_ARGUMENT for foreign or damaged
+  // bytes.
+  std::string serialize(const LoadedExecutable& exe) const;
+  std::shared_ptr<LoadedExecutable> deserialize(std::string_view bytes);
+  // Drops every cached program (tests; executables already handed out stay).
+  void clear_compile_cache() { cache_.clear(); }
 
   // Copies `buffer` into dst (row-major) on the executor; returns the event
   // that fires when done.
@@ -124,7 +135,15 @@ class Client {
 
  private:
   std::string platform_version_;
+  // Verifies, size-checks and lowers a plan on the executor.
+  std::shared_ptr<const CompiledProgram> lower(std::shared_ptr<const compiler::Plan> plan,
+                                               std::string fingerprint);
+  // SHA-256 over what decides a compile's result besides the bytes.
+  std::string cache_key(std::string_view kind, std::string_view format,
+                        std::string_view bytes) const;
+
   backend::LowerOptions lower_options_;
+  CompileCache cache_;
   std::unique_ptr<Executor> executor_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<Device*> device_ptrs_;
