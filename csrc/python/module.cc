@@ -1,6 +1,9 @@
 // pjrtx._pjrtx: the plan builder for the frontend, introspection for tests
 // and `python -m pjrtx doctor`, and (same shared object) the PJRT plugin that
 // jaxlib loads through GetPjrtApi.
+#include <mutex>
+#include <set>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
@@ -13,6 +16,7 @@
 #include "pjrt/entry_points.h"
 #include "python/bindings.h"
 #include "runtime/env.h"
+#include "runtime/profile.h"
 
 #ifndef PJRTX_VERSION
 #define PJRTX_VERSION "dev"
@@ -67,6 +71,28 @@ NB_MODULE(_pjrtx, m) {
       "Count the MLX primitives each evaluation runs (on by itself under PJRTX_TRACE=1)");
   m.def("primitives_evaluated", &backend::primitives_evaluated,
         "MLX primitives evaluated by runs in this process while counting was on");
+  m.def("profile_enabled", &runtime::profile_enabled,
+        "Whether PJRTX_PROFILE names a trace file (read once)");
+  m.def("profile_flush", &runtime::profile_flush,
+        "Writes the PJRTX_PROFILE trace with every event so far (also done at exit); returns "
+        "its path, or '' when profiling is off");
+  m.def("profile_now_us", &runtime::profile_now_us,
+        "Microseconds on the PJRTX_PROFILE trace's clock");
+  m.def(
+      "profile_event",
+      [](const std::string& cat, const std::string& name, double start_us, double dur_us) {
+        // The category must outlive the trace: keep the few Python ones.
+        static std::mutex mu;
+        static std::set<std::string> cats;
+        const char* c;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          c = cats.insert(cat).first->c_str();
+        }
+        runtime::profile_event(c, name, start_us, dur_us);
+      },
+      nb::arg("cat"), nb::arg("name"), nb::arg("start_us"), nb::arg("dur_us"),
+      "Records one complete event on the calling thread in the PJRTX_PROFILE trace");
   m.def(
       "env_vars",
       [] {

@@ -20,6 +20,7 @@
 #include "compiler/printer.h"
 #include "runtime/env.h"
 #include "runtime/executable.h"
+#include "runtime/profile.h"
 #include "runtime/trace.h"
 
 #ifndef PJRTX_VERSION
@@ -130,6 +131,11 @@ Device* Client::lookup_device(int id) const {
 BufferPtr Client::buffer_from_host(const void* data, const compiler::TensorType& type,
                                    const int64_t* byte_strides, Memory* memory) {
   Stopwatch sw;
+  ProfileScope prof("transfer", "h2d");
+  if (prof.active()) {
+    prof.set_name("h2d " + type.str());
+    prof.arg("bytes", type.byte_size());
+  }
   // The copy happens here, so the caller's memory is free on return.
   mx::array a = backend::array_from_host(data, type, byte_strides);
   auto buf = std::make_shared<Buffer>(type, memory, Event::create());
@@ -159,6 +165,11 @@ EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
   auto use = std::make_shared<BufferUse>(buffer, "device-to-host");
   executor_->post([buffer, use, dst, dst_size, done] {
     Stopwatch sw;
+    ProfileScope prof("transfer", "d2h");
+    if (prof.active()) {
+      prof.set_name("d2h " + buffer->type().str());
+      prof.arg("bytes", static_cast<int64_t>(dst_size));
+    }
     try {
       backend::array_to_host(use->buffer()->array_for_use(), buffer->type().dtype, dst, dst_size);
       done->set_ready();
@@ -174,6 +185,13 @@ EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
 }
 
 uintptr_t Client::unsafe_pointer(const BufferPtr& buffer) {
+  // How NumPy reads a host-readable buffer (np.asarray): a zero-copy view,
+  // after waiting for the value (and a contiguous copy if it is a view).
+  ProfileScope prof("transfer", "d2h view");
+  if (prof.active()) {
+    prof.set_name("d2h view " + buffer->type().str());
+    prof.arg("bytes", buffer->type().byte_size());
+  }
   BufferUse use(buffer, "unsafe_buffer_pointer");
   if (ErrorPtr err = buffer->ready_event()->await()) throw *err;
   return executor_->run_sync([&] {
@@ -254,6 +272,8 @@ void check_value_sizes(const compiler::Region& r, const compiler::Plan& plan, in
 
 std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::string_view format) {
   Stopwatch sw;
+  ProfileScope prof("compile", "compile");
+  prof.arg("code_bytes", static_cast<int64_t>(code.size()));
   FrontendFn fn;
   {
     std::lock_guard<std::mutex> lock(g_frontend_mu);
@@ -263,11 +283,21 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
     failed_precondition("pjrtx: the Python frontend is not registered (import pjrtx first)");
   std::string dump_dir = env_string("PJRTX_DUMP_DIR");
   std::string mlir_text;
-  auto plan = std::make_shared<const compiler::Plan>(
-      fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
+  std::shared_ptr<const compiler::Plan> plan;
+  {
+    ProfileScope phase("compile", "frontend (parse, plan)");
+    plan = std::make_shared<const compiler::Plan>(
+        fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
+  }
+  if (prof.active()) {
+    prof.set_name("compile " + plan->name);
+    prof.arg("instructions", plan->num_instructions());
+  }
   if (!dump_dir.empty()) dump(dump_dir, *plan, mlir_text);
-  if (int64_t limit = memory_stats().limit; limit > 0)
+  if (int64_t limit = memory_stats().limit; limit > 0) {
+    ProfileScope phase("compile", "check value sizes");
     for (const auto& f : plan->functions) check_value_sizes(f.body, *plan, limit, backend_name());
+  }
   // Lowering runs on the executor, which waits inside a run while a host
   // callback executes. jaxlib compiles on a worker thread, so a callback
   // that compiles (e.g. jnp on its NumPy inputs, with pjrtx the default
@@ -279,7 +309,13 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
     failed_precondition("pjrtx: cannot compile ", plan->name,
                         " while a host callback runs (the pjrtx executor waits for the callback); "
                         "inside a callback, compute with NumPy or on jax.devices('cpu')");
-  auto program = executor_->run_sync([&] { return backend::Program::lower(plan, lower_options_); });
+  std::shared_ptr<backend::Program> program;
+  {
+    // Measured here, on the compiling thread: it includes the wait for the
+    // executor, which runs the lowering (and folds constants).
+    ProfileScope phase("compile", "lower to MLX");
+    program = executor_->run_sync([&] { return backend::Program::lower(plan, lower_options_); });
+  }
   auto exe = std::make_shared<LoadedExecutable>(this, plan, std::move(program),
                                                 fingerprint_of(code, backend_name()));
   if (trace_enabled())

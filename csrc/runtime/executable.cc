@@ -7,6 +7,7 @@
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 
+#include "runtime/profile.h"
 #include "runtime/trace.h"
 
 namespace pjrtx::runtime {
@@ -93,17 +94,29 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
   // `uses` moves into the task: a copy left here would keep a donated
   // argument's array alive past the point where the run drops it, whenever
   // the executor starts the task before execute() returns.
+  const double posted_us = profile_enabled() ? profile_now_us() : 0;
   client_->executor().post([program = program_, uses = std::move(uses), outs = result.outputs,
-                            done = result.done, name = name()]() mutable {
+                            done = result.done, name = name(), posted_us]() mutable {
     Stopwatch sw;
     const int64_t primitives_before = backend::primitives_evaluated();
+    // queued (posted_us .. start) -> graph build -> eval -> ready (the end).
+    ProfileScope prof("execute", "execute");
+    if (prof.active()) {
+      prof.set_name("execute " + name);
+      prof.arg("executable", name);
+      prof.arg("queued_us", static_cast<int64_t>(prof.start_us() - posted_us));
+    }
     try {
       backend::Arrays inputs;
       inputs.reserve(uses->size());
       for (const auto& u : *uses) inputs.push_back(u.buffer()->array_for_use());
       uses.reset();  // the arrays in `inputs` keep the data alive from here
       backend::Arrays effects;
-      backend::Arrays arrays = program->run(inputs, &effects);
+      backend::Arrays arrays;
+      {
+        ProfileScope phase("execute", "graph build");
+        arrays = program->run(inputs, &effects);
+      }
       // The graph holds what it reads; our handles would keep a donated
       // input's use count above 1 and stop MLX from reusing its memory.
       inputs.clear();
@@ -113,7 +126,10 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       backend::Arrays pending = arrays;
       pending.insert(pending.end(), effects.begin(), effects.end());
       backend::note_eval(pending);
-      mx::eval(pending);
+      {
+        ProfileScope phase("execute", "eval");
+        mx::eval(pending);
+      }
       for (size_t i = 0; i < outs.size(); ++i) {
         outs[i]->set_array(std::move(arrays[i]));
         outs[i]->ready_event()->set_ready();
@@ -126,6 +142,12 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
                                                   : "[" + name + "] " + e.what());
       for (auto& o : outs) o->ready_event()->set_error(err);
       done->set_error(err);
+    }
+    if (prof.active()) {
+      int64_t bytes = 0;
+      for (const auto& o : outs) bytes += o->on_device_size();
+      prof.arg("bytes", bytes);
+      prof.arg("prims", backend::primitives_evaluated() - primitives_before);
     }
     if (trace_enabled()) {
       int64_t bytes = 0;
