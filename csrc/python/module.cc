@@ -9,10 +9,12 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "backend/mlx/constant_pool.h"
 #include "backend/mlx/device.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/ops/counted_loop.h"
 #include "backend/mlx/registry.h"
+#include "compiler/dense_pool.h"
 #include "pjrt/entry_points.h"
 #include "python/bindings.h"
 #include "runtime/env.h"
@@ -64,6 +66,25 @@ NB_MODULE(_pjrtx, m) {
         return d;
       },
       "MLX's allocator counters in bytes (process-wide): in_use, peak, limit");
+  m.def(
+      "constant_pool_stats",
+      [] {
+        compiler::DensePoolStats d = compiler::dense_pool_stats();
+        backend::FoldedPoolStats f = backend::folded_pool_stats();
+        nb::dict out;
+        out["dense_entries"] = d.entries;
+        out["dense_bytes"] = d.bytes;
+        out["dense_hits"] = d.hits;
+        out["dense_hit_bytes"] = d.hit_bytes;
+        out["folded_entries"] = f.entries;
+        out["folded_bytes"] = f.bytes;
+        out["folded_hits"] = f.hits;
+        out["folded_hit_bytes"] = f.hit_bytes;
+        return out;
+      },
+      "The process-wide pools of large constants (weak: only live ones count): dense_* for "
+      "program constants, folded_* for constant subgraphs computed at compile time; *_hits "
+      "and *_hit_bytes count the copies sharing avoided");
   m.def("reset_peak_memory", &backend::reset_peak_memory,
         "Restarts MLX's peak-memory counter at 0 (not at the bytes in use)");
   m.def(

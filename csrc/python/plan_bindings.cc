@@ -11,6 +11,7 @@
 #include "compiler/builder.h"
 #include "compiler/error.h"
 #include "compiler/printer.h"
+#include "compiler/dense_pool.h"
 #include "python/bindings.h"
 
 namespace nb = nanobind;
@@ -101,7 +102,9 @@ void bind_plan(nb::module_& m) {
             if (static_cast<int64_t>(d->bytes.size()) != want)
               invalid_argument("pjrtx: dense ", d->type.str(), splat ? " splat" : "",
                                " needs ", want, " bytes, got ", d->bytes.size());
-            new (self) Dense{std::move(d)};
+            // Equal large constants (the same weight in two programs) share one
+            // copy for as long as either lives.
+            new (self) Dense{compiler::intern_dense(std::move(d))};
           },
           nb::arg("dtype"), nb::arg("shape"), nb::arg("data"), nb::arg("splat") = false);
 
