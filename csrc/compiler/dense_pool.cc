@@ -45,32 +45,33 @@ Pool& pool() {
   return *p;
 }
 
-uint64_t key_of(const DenseData& d) {
-  uint64_t seed = (static_cast<uint64_t>(d.type.dtype) << 1) | (d.splat ? 1 : 0);
-  for (int64_t s : d.type.shape) seed = seed * 1000003ULL + static_cast<uint64_t>(s);
-  return content_hash(d.bytes.data(), d.bytes.size(), seed);
+uint64_t key_of(const TensorType& type, bool splat, const uint8_t* data, size_t n) {
+  uint64_t seed = (static_cast<uint64_t>(type.dtype) << 1) | (splat ? 1 : 0);
+  for (int64_t s : type.shape) seed = seed * 1000003ULL + static_cast<uint64_t>(s);
+  return content_hash(data, n, seed);
 }
 
-bool same(const DenseData& a, const DenseData& b) {
-  return a.type == b.type && a.splat == b.splat && a.bytes.size() == b.bytes.size() &&
-         std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size()) == 0;
+bool same(const DenseData& a, const TensorType& type, bool splat, const uint8_t* data, size_t n) {
+  return a.type == type && a.splat == splat && a.bytes.size() == n &&
+         std::memcmp(a.bytes.data(), data, n) == 0;
 }
 
-}  // namespace
-
-std::shared_ptr<const DenseData> intern_dense(std::shared_ptr<const DenseData> d) {
-  if (!d || d->bytes.size() < kMinPooledDenseBytes) return d;
-  const uint64_t key = key_of(*d);
-  Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
+// A live pooled DenseData equal to (type, splat, data), or nullptr. Caller
+// holds the lock.
+std::shared_ptr<const DenseData> find(Pool& p, uint64_t key, const TensorType& type, bool splat,
+                                      const uint8_t* data, size_t n) {
   auto [lo, hi] = p.entries.equal_range(key);
   for (auto it = lo; it != hi; ++it) {
-    if (auto live = it->second.lock(); live && same(*live, *d)) {
+    if (auto live = it->second.lock(); live && same(*live, type, splat, data, n)) {
       ++p.hits;
-      p.hit_bytes += static_cast<int64_t>(d->bytes.size());
+      p.hit_bytes += static_cast<int64_t>(n);
       return live;
     }
   }
+  return nullptr;
+}
+
+void insert(Pool& p, uint64_t key, const std::shared_ptr<const DenseData>& d) {
   // Drop expired entries now and then (amortised: every 64 inserts).
   if (++p.inserts_since_sweep >= 64) {
     p.inserts_since_sweep = 0;
@@ -78,6 +79,42 @@ std::shared_ptr<const DenseData> intern_dense(std::shared_ptr<const DenseData> d
       it = it->second.expired() ? p.entries.erase(it) : std::next(it);
   }
   p.entries.emplace(key, d);
+}
+
+}  // namespace
+
+std::shared_ptr<const DenseData> intern_dense(std::shared_ptr<const DenseData> d) {
+  if (!d || d->bytes.size() < kMinPooledDenseBytes) return d;
+  const uint64_t key = key_of(d->type, d->splat, d->bytes.data(), d->bytes.size());
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (auto live = find(p, key, d->type, d->splat, d->bytes.data(), d->bytes.size())) return live;
+  insert(p, key, d);
+  return d;
+}
+
+std::shared_ptr<const DenseData> intern_dense_bytes(const TensorType& type, bool splat,
+                                                    const uint8_t* data, size_t n) {
+  auto make = [&] {
+    auto d = std::make_shared<DenseData>();
+    d->type = type;
+    d->splat = splat;
+    d->bytes.assign(data, data + n);
+    return std::shared_ptr<const DenseData>(std::move(d));
+  };
+  if (n < kMinPooledDenseBytes) return make();
+  const uint64_t key = key_of(type, splat, data, n);
+  Pool& p = pool();
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (auto live = find(p, key, type, splat, data, n)) return live;
+  }
+  // Copied outside the lock (4 MiB takes ~1 ms); if another thread pooled
+  // the same weight meanwhile, its copy wins and ours is dropped.
+  auto d = make();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (auto live = find(p, key, type, splat, data, n)) return live;
+  insert(p, key, d);
   return d;
 }
 

@@ -19,6 +19,9 @@ constexpr size_t kMinPooledDenseBytes = 4096;
 // Returns the pooled DenseData equal to `d` (same type, splat flag and
 // bytes), or `d` itself after recording it.
 std::shared_ptr<const DenseData> intern_dense(std::shared_ptr<const DenseData> d);
+// The same from bytes not yet copied: a hit copies nothing.
+std::shared_ptr<const DenseData> intern_dense_bytes(const TensorType& type, bool splat,
+                                                    const uint8_t* data, size_t n);
 
 // 64-bit content hash of `n` bytes (8 bytes a step). Pools compare the bytes
 // in full on a hash match, so equality never rests on the hash alone.
