@@ -320,6 +320,7 @@ void DenseBytes::resize(size_t n) {
   DenseBytes next;
   if (n > 0) {
     const DenseStorage* st = g_dense_storage.load();
+    if (n < st->min_bytes) st = &kMallocStorage;
     next.data_ = st->alloc(n, &next.handle_);
     if (next.data_ == nullptr) throw std::bad_alloc();
     next.storage_ = st;

@@ -25,6 +25,9 @@ using ValueId = int32_t;
 struct DenseStorage {
   uint8_t* (*alloc)(size_t n, void** handle);
   void (*release)(void* handle, uint8_t* data);
+  // Smaller data uses malloc: padding, shapes and scalars are read on the
+  // host, and a Metal buffer per 16-byte attribute would waste pages.
+  size_t min_bytes = 0;
 };
 void set_dense_storage(const DenseStorage* storage);
 

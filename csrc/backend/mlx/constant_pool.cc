@@ -37,7 +37,8 @@ void mlx_release(void* handle, uint8_t*) {
   mx::allocator::allocator().free(mx::allocator::Buffer(handle));
 }
 
-const compiler::DenseStorage kMlxStorage{mlx_alloc, mlx_release};
+const compiler::DenseStorage kMlxStorage{mlx_alloc, mlx_release,
+                                         compiler::kMinPooledDenseBytes};
 
 // Installed at load, before any plan is built: plan constants are MLX
 // buffers from the start, so lowering wraps them instead of copying.
