@@ -29,6 +29,9 @@ namespace nb = nanobind;
 NB_MODULE(_pjrtx, m) {
   using namespace pjrtx;
   m.attr("CONTRACT_VERSION") = python::kContractVersion;
+  // PJRTX_PROFILE: start the trace clock at load and write the file at exit
+  // even when the process compiles nothing.
+  runtime::profile_enabled();
   m.attr("__version__") = PJRTX_VERSION;
   m.def("mlx_version", &backend::mlx_version, "MLX version the extension runs with");
   m.def(

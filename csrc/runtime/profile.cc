@@ -28,10 +28,16 @@ struct Event {
   std::vector<std::pair<std::string, std::string>> args;
 };
 
+// About 150 bytes an event in memory and in the file: a run of a million
+// executes (3 events each) stops recording at ~150 MB instead of growing
+// without bound; the file then says how many were dropped.
+constexpr size_t kMaxEvents = 1'000'000;
+
 // Never destroyed: executor threads may still record while static
 // destructors run; the file is written by an atexit handler instead.
 struct Profiler {
   std::string path;
+  size_t dropped = 0;
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   std::mutex mu;
   std::vector<Event> events;
@@ -113,6 +119,10 @@ void profile_event(const char* cat, std::string name, double start_us, double du
   if (p == nullptr) return;
   int tid = this_tid();
   std::lock_guard<std::mutex> lock(p->mu);
+  if (p->events.size() >= kMaxEvents) {
+    ++p->dropped;
+    return;
+  }
   p->events.push_back({cat, std::move(name), start_us, dur_us, tid, std::move(args)});
 }
 
@@ -137,7 +147,8 @@ std::string profile_flush() {
   };
   sep();
   out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid +
-         ",\"tid\":0,\"args\":{\"name\":\"pjrtx\"}}";
+         ",\"tid\":0,\"args\":{\"name\":\"pjrtx\",\"dropped_events\":" +
+         std::to_string(p->dropped) + "}}";
   for (const auto& [tid, name] : p->thread_names) {
     sep();
     out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid +
