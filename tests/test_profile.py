@@ -84,13 +84,22 @@ def test_trace_file_has_compile_execute_transfer_and_wait_events(tmp_path):
         # 4 x (matmul, tanh) at least.
         assert e["args"]["prims"] >= 8, e
         assert e["args"]["queued_us"] >= 0
-    # Each execute has its graph build and eval inside it (checked below).
+    # Each execute has its graph build and eval dispatch inside it (checked
+    # below); the wait for its evaluation ends in "ready" on the completion
+    # thread, after the execute began.
     executor = executes[0]["tid"]
     assert {e["tid"] for e in executes} == {executor}
-    assert sum(e["name"] == "eval" and e["tid"] == executor for e in by_cat["execute"]) >= len(executes)
-    names = {e["args"]["name"] for e in events
-             if e["ph"] == "M" and e["name"] == "thread_name" and e["tid"] == executor}
-    assert names == {"pjrtx executor"}
+    assert sum(e["name"] == "eval dispatch" and e["tid"] == executor
+               for e in by_cat["execute"]) >= len(executes)
+    thread_names = {e["tid"]: e["args"]["name"] for e in events
+                    if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert thread_names[executor] == "pjrtx executor"
+    readies = sorted((e for e in by_cat["execute"] if e["name"] == "ready jit_step"),
+                     key=lambda e: e["ts"])
+    assert len(readies) == len(executes)
+    for ex, rd in zip(sorted(executes, key=lambda e: e["ts"]), readies):
+        assert thread_names[rd["tid"]] == "pjrtx completion"
+        assert rd["ts"] + rd["dur"] >= ex["ts"]
 
     h2d = [e for e in by_cat["transfer"] if e["name"] == "h2d f32[256,256]"]
     # np.asarray reads a host-readable buffer through a zero-copy view
@@ -122,7 +131,7 @@ def test_trace_file_has_compile_execute_transfer_and_wait_events(tmp_path):
                 assert e["ts"] + e["dur"] <= parent["ts"] + parent["dur"] + eps, (parent, e)
             stack.append(e)
     # graph build / eval are children of an execute on the executor thread.
-    for child in (e for e in by_cat["execute"] if e["name"] in ("graph build", "eval")):
+    for child in (e for e in by_cat["execute"] if e["name"] in ("graph build", "eval dispatch")):
         assert any(p["tid"] == child["tid"] and p["name"].startswith("execute ") and
                    p["ts"] - eps <= child["ts"] and
                    child["ts"] + child["dur"] <= p["ts"] + p["dur"] + eps

@@ -309,12 +309,19 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
     failed_precondition("pjrtx: cannot compile ", plan->name,
                         " while a host callback runs (the pjrtx executor waits for the callback); "
                         "inside a callback, compute with NumPy or on jax.devices('cpu')");
+  // Read per compile, so a process can compile one program with another tier.
+  backend::LowerOptions options = lower_options_;
+  std::string tier = env_string("PJRTX_COMPILE");
+  if (tier == "never") options.compile_tier = backend::CompileTier::kNever;
+  else if (tier == "auto") options.compile_tier = backend::CompileTier::kAuto;
+  else if (tier == "always") options.compile_tier = backend::CompileTier::kAlways;
+  else invalid_argument("pjrtx: PJRTX_COMPILE must be 'never', 'auto' or 'always', got '", tier, "'");
   std::shared_ptr<backend::Program> program;
   {
     // Measured here, on the compiling thread: it includes the wait for the
     // executor, which runs the lowering (and folds constants).
     ProfileScope phase("compile", "lower to MLX");
-    program = executor_->run_sync([&] { return backend::Program::lower(plan, lower_options_); });
+    program = executor_->run_sync([&] { return backend::Program::lower(plan, options); });
   }
   auto exe = std::make_shared<LoadedExecutable>(this, plan, std::move(program),
                                                 fingerprint_of(code, backend_name()));

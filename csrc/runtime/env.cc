@@ -31,6 +31,10 @@ const std::vector<EnvVar>& env_vars() {
        "Linux, with OpenBLAS: its threads per BLAS call (0: OpenBLAS's own choice, e.g. "
        "OPENBLAS_NUM_THREADS); 1 because MLX already runs kernels on its own thread and "
        "OpenBLAS's spinning workers cost 5-150x on shared cores"},
+      {"PJRTX_COMPILE", "auto",
+       "straight-line segments through mx::compile (fused kernels): auto (from a segment's "
+       "third run, so a program run once never waits for kernel compilation), always, or "
+       "never; read per compile"},
       {"PJRTX_PRIORITY", "500",
        "JAX backend priority of the plugin (CPU is 0; the highest is the default backend)"},
   };

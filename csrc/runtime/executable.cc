@@ -2,8 +2,7 @@
 
 #include <algorithm>
 
-#include <mlx/transforms.h>
-
+#include "backend/mlx/async_eval.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 
@@ -95,17 +94,29 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
   // argument's array alive past the point where the run drops it, whenever
   // the executor starts the task before execute() returns.
   const double posted_us = profile_enabled() ? profile_now_us() : 0;
-  client_->executor().post([program = program_, uses = std::move(uses), outs = result.outputs,
-                            done = result.done, name = name(), posted_us]() mutable {
+  Executor* executor = &client_->executor();
+  executor->post([program = program_, uses = std::move(uses), outs = result.outputs,
+                  done = result.done, name = name(), executor, posted_us]() mutable {
     Stopwatch sw;
     const int64_t primitives_before = backend::primitives_evaluated();
-    // queued (posted_us .. start) -> graph build -> eval -> ready (the end).
+    // queued (posted_us .. start) -> graph build -> eval dispatch here; the
+    // wait for the evaluation -> ready is "ready NAME" on the completion
+    // thread.
     ProfileScope prof("execute", "execute");
     if (prof.active()) {
       prof.set_name("execute " + name);
       prof.arg("executable", name);
       prof.arg("queued_us", static_cast<int64_t>(prof.start_us() - posted_us));
     }
+    auto fail = [outs, done, name](const std::exception& e) {
+      const auto* pe = dynamic_cast<const Error*>(&e);
+      auto err = std::make_shared<const Error>(pe ? pe->code() : ErrorCode::kInternal,
+                                               pe ? std::string(e.what())
+                                                  : "[" + name + "] " + e.what());
+      for (auto& o : outs) o->ready_event()->set_error(err);
+      done->set_error(err);
+    };
+    backend::PendingEval eval;
     try {
       backend::Arrays inputs;
       inputs.reserve(uses->size());
@@ -125,36 +136,46 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       // ready.
       backend::Arrays pending = arrays;
       pending.insert(pending.end(), effects.begin(), effects.end());
-      backend::note_eval(pending);
       {
-        ProfileScope phase("execute", "eval");
-        mx::eval(pending);
+        ProfileScope phase("execute", "eval dispatch");
+        eval = backend::eval_async(pending);
       }
-      for (size_t i = 0; i < outs.size(); ++i) {
-        outs[i]->set_array(std::move(arrays[i]));
-        outs[i]->ready_event()->set_ready();
-      }
-      done->set_ready();
+      // Set now, ready later: the next call on this executor may read them
+      // lazily (its graph then waits for this one inside MLX).
+      for (size_t i = 0; i < outs.size(); ++i) outs[i]->set_array(std::move(arrays[i]));
     } catch (const std::exception& e) {
-      const auto* pe = dynamic_cast<const Error*>(&e);
-      auto err = std::make_shared<const Error>(pe ? pe->code() : ErrorCode::kInternal,
-                                               pe ? std::string(e.what())
-                                                  : "[" + name + "] " + e.what());
-      for (auto& o : outs) o->ready_event()->set_error(err);
-      done->set_error(err);
+      fail(e);
+      return;
     }
+    const int64_t primitives = backend::primitives_evaluated() - primitives_before;
     if (prof.active()) {
       int64_t bytes = 0;
       for (const auto& o : outs) bytes += o->on_device_size();
       prof.arg("bytes", bytes);
-      prof.arg("prims", backend::primitives_evaluated() - primitives_before);
+      prof.arg("prims", primitives);
     }
-    if (trace_enabled()) {
-      int64_t bytes = 0;
-      for (const auto& o : outs) bytes += o->on_device_size();
-      trace("execute " + name, bytes, sw.us(),
-            "prims=" + std::to_string(backend::primitives_evaluated() - primitives_before));
-    }
+    executor->complete([eval = std::move(eval), outs = std::move(outs), done = std::move(done),
+                        name = std::move(name), fail = std::move(fail), sw,
+                        primitives]() mutable {
+      ProfileScope ready("execute", "ready");
+      if (ready.active()) {
+        ready.set_name("ready " + name);
+        ready.arg("executable", name);
+      }
+      try {
+        eval.wait();
+      } catch (const std::exception& e) {
+        fail(e);
+        return;
+      }
+      for (auto& o : outs) o->ready_event()->set_ready();
+      done->set_ready();
+      if (trace_enabled()) {
+        int64_t bytes = 0;
+        for (const auto& o : outs) bytes += o->on_device_size();
+        trace("execute " + name, bytes, sw.us(), "prims=" + std::to_string(primitives));
+      }
+    });
   });
   // A program that calls Python back runs to completion before Execute
   // returns, as XLA:CPU runs it: an exception in a callback then raises

@@ -14,6 +14,7 @@ namespace pjrtx::runtime {
 Executor::Executor(const backend::DeviceChoice& device)
     : device_(std::make_unique<backend::DeviceChoice>(device)) {
   thread_ = std::thread([this] { loop(); });
+  done_thread_ = std::thread([this] { completion_loop(); });
 }
 
 Executor::~Executor() {
@@ -23,6 +24,40 @@ Executor::~Executor() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Every execute has posted its completion by now: drain them.
+  {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    done_stop_ = true;
+  }
+  done_cv_.notify_all();
+  if (done_thread_.joinable()) done_thread_.join();
+}
+
+void Executor::complete(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    done_tasks_.push_back(std::move(task));
+  }
+  done_cv_.notify_one();
+}
+
+void Executor::completion_loop() {
+  profile_thread_name("pjrtx completion");
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(done_mu_);
+      done_cv_.wait(lock, [&] { return done_stop_ || !done_tasks_.empty(); });
+      if (done_tasks_.empty()) return;
+      task = std::move(done_tasks_.front());
+      done_tasks_.pop_front();
+    }
+    try {
+      task();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[pjrtx] internal error on the completion thread: %s\n", e.what());
+    }
+  }
 }
 
 void Executor::post(std::function<void()> task) {

@@ -26,6 +26,11 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   void post(std::function<void()> task);
+  // Runs `task` on the completion thread, after every task completed before
+  // it: an execute posts there the wait for its evaluation and the marking
+  // of its outputs ready, so the executor is free to build the next call's
+  // graph meanwhile, and outputs become ready in call order.
+  void complete(std::function<void()> task);
 
   // Runs f on the executor and waits for its result (exceptions propagate).
   // Runs inline when already on the executor thread.
@@ -43,6 +48,7 @@ class Executor {
 
  private:
   void loop();
+  void completion_loop();
 
   std::unique_ptr<backend::DeviceChoice> device_;
   std::mutex mu_;
@@ -50,6 +56,11 @@ class Executor {
   std::deque<std::function<void()>> tasks_;
   bool stop_ = false;
   std::thread thread_;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  std::deque<std::function<void()>> done_tasks_;
+  bool done_stop_ = false;
+  std::thread done_thread_;
 };
 
 }  // namespace pjrtx::runtime

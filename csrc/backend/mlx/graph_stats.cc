@@ -20,7 +20,7 @@ bool counting_primitives() { return g_on || runtime::trace_enabled() || runtime:
 
 void note_eval(const Arrays& outputs) {
   if (!counting_primitives()) return;
-  std::unordered_set<std::uintptr_t> seen_arrays, seen_primitives;
+  std::unordered_set<std::uintptr_t> seen_arrays;
   std::vector<mx::array> stack(outputs.begin(), outputs.end());
   int64_t n = 0;
   while (!stack.empty()) {
@@ -30,7 +30,11 @@ void note_eval(const Arrays& outputs) {
     // evaluations) cost this evaluation nothing.
     if (!a.has_primitive() || a.status() != mx::array::Status::unscheduled) continue;
     if (!seen_arrays.insert(a.id()).second) continue;
-    if (seen_primitives.insert(a.primitive_id()).second) ++n;
+    // One node per primitive application: a multi-output node's siblings
+    // count with it. (Not by primitive object: mx::compile's replays of a
+    // fused kernel share one, e.g. every iteration of a compiled loop body.)
+    for (const auto& s : a.siblings()) seen_arrays.insert(s.id());
+    ++n;
     for (const auto& in : a.inputs()) stack.push_back(in);
   }
   g_primitives += n;

@@ -97,8 +97,20 @@ Arrays RegionProgram::run(RunState& st, const Arrays& args) const {
                                           " arguments, got " +
                                           std::to_string(args.size()));
   for (size_t i = 0; i < params.size(); ++i) st.slots[params[i]] = args[i];
+  for (const Segment& seg : segments) run_segment(st, seg);
+  Arrays result;
+  result.reserve(returns.size());
+  for (compiler::ValueId v : returns) {
+    if (!st.slots[v]) throw Error(ErrorCode::kInternal, "pjrtx: region returns an unset value");
+    result.push_back(*st.slots[v]);
+  }
+  return result;
+}
+
+void RegionProgram::run_steps(RunState& st, size_t begin, size_t end) const {
   Arrays ins;
-  for (const Step& step : steps) {
+  for (size_t s = begin; s < end; ++s) {
+    const Step& step = steps[s];
     const Instruction& inst = *step.inst;
     ins.clear();
     for (compiler::ValueId v : inst.operands) {
@@ -120,13 +132,6 @@ Arrays RegionProgram::run(RunState& st, const Arrays& args) const {
                       std::to_string(inst.results.size()));
     for (size_t i = 0; i < outs.size(); ++i) st.slots[inst.results[i]] = std::move(outs[i]);
   }
-  Arrays result;
-  result.reserve(returns.size());
-  for (compiler::ValueId v : returns) {
-    if (!st.slots[v]) throw Error(ErrorCode::kInternal, "pjrtx: region returns an unset value");
-    result.push_back(*st.slots[v]);
-  }
-  return result;
 }
 
 Arrays RegionProgram::run_batched(RunState& st, const Arrays& args) const {
@@ -144,6 +149,8 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
   prog->params = r.params;
   prog->returns = r.returns;
   prog->num_slots = plan_.values.size();
+  prog->compile_tier = options_.compile_tier;
+  std::vector<bool> breaks;
   Registry& reg = Registry::get();
   for (const Instruction& inst : r.body) {
     Lowering fn = reg.find(inst.op);
@@ -167,6 +174,11 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     } catch (...) {
       rethrow_with_context(inst);
     }
+    // Kernels that switch streams stay out of compiled segments (a fused
+    // kernel runs on one stream).
+    breaks.push_back((f64 && options_.gpu) || !fusable_instruction(inst, [this](const std::string& f) {
+                       return pure_function(f);
+                     }));
     if (f64 && options_.gpu) {
       ++cpu_stream_instructions_;
       k = [k = std::move(k)](RunState& st, const Arrays& in) {
@@ -207,7 +219,23 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     if (auto folded = fold(inst, checked)) checked = std::move(*folded);
     prog->steps.push_back({std::move(checked), &inst});
   }
+  plan_segments(*prog, r, breaks);
   return prog;
+}
+
+bool Lowerer::pure_function(const std::string& name) {
+  if (auto it = pure_.find(name); it != pure_.end()) return it->second;
+  const compiler::Function* f = plan_.find_function(name);
+  pure_[name] = false;  // a recursive call is not pure (and is refused anyway)
+  bool pure = f != nullptr;
+  if (pure)
+    for (const Instruction& inst : f->body.body)
+      if (!fusable_instruction(inst, [this](const std::string& g) { return pure_function(g); })) {
+        pure = false;
+        break;
+      }
+  pure_[name] = pure;
+  return pure;
 }
 
 namespace {

@@ -25,6 +25,8 @@ struct LowerOptions {
   // at compile time, on any device (on a CPU device this checks that a
   // program would run on a GPU without the CPU detour).
   bool f64_error = false;
+  // PJRTX_COMPILE: when straight-line segments run through mx::compile.
+  CompileTier compile_tier = CompileTier::kAuto;
 };
 
 class Lowerer {
@@ -53,12 +55,15 @@ class Lowerer {
     std::shared_ptr<FoldedCell> cell;
   };
   std::vector<Folded> folded_;
+  // Whether function `name` only has instructions a fusable segment may hold.
+  bool pure_function(const std::string& name);
 
   const compiler::Plan& plan_;
   LowerOptions options_;
   std::map<compiler::ValueId, mx::array> constants_;
   std::map<std::string, std::shared_ptr<const RegionProgram>> functions_;
   std::set<std::string> in_progress_;
+  std::map<std::string, bool> pure_;
   int64_t cpu_stream_instructions_ = 0;
 };
 

@@ -40,23 +40,70 @@ struct RunState {
 
 using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;
 
+// When straight-line segments run through mx::compile (PJRTX_COMPILE).
+enum class CompileTier {
+  kNever,   // every step builds its MLX ops on every run
+  kAuto,    // a segment compiles once it has run kCompileAfterRuns times
+  kAlways,  // a segment compiles on its first run
+};
+// A program run once never waits for kernel compilation (MLX's CPU back end
+// runs g++ per fused kernel: 1.3 s for a 6-op kernel on this 2-core
+// machine, then cached on disk); a loop body or a jitted step called again
+// compiles on its third run.
+constexpr int64_t kCompileAfterRuns = 2;
+
 // A lowered region: params in, returns out.
 struct RegionProgram {
   struct Step {
     Kernel kernel;
     const compiler::Instruction* inst;
   };
+  // Consecutive steps [begin, end). A fusable segment has no host sync (no
+  // control flow, custom call, host transfer or RNG state) and at least two
+  // steps: its steps are a pure function of `inputs` (values defined before
+  // it, including captured ones) to `outputs` (values read after it), which
+  // mx::compile traces once and replays (fusing element-wise chains into
+  // one kernel, dropping our per-step closures). Other steps run one by one.
+  struct Segment {
+    size_t begin = 0, end = 0;
+    bool fusable = false;
+    std::vector<compiler::ValueId> inputs, outputs;
+    // Touched on the executor thread only (every run is there).
+    mutable int64_t runs = 0;
+    mutable bool failed = false;  // tracing threw: eager from then on
+    mutable std::function<Arrays(const Arrays&)> compiled;
+  };
   std::vector<compiler::ValueId> params;
   std::vector<Step> steps;
+  std::vector<Segment> segments;  // cover `steps` in order
+  // No step syncs the host or reads state beyond its operands: the whole
+  // region may be traced (e.g. several iterations of a loop body at once).
+  bool pure = false;
+  // Values of enclosing scopes the region reads (not params, not its own).
+  std::vector<compiler::ValueId> free_values;
   std::vector<compiler::ValueId> returns;
   size_t num_slots = 0;  // the plan's value count
+  CompileTier compile_tier = CompileTier::kNever;
 
   Arrays run(RunState& st, const Arrays& args) const;
   // Runs the region batched: every param may have extra leading dims (MLX
   // broadcasting lines them up); for element-wise bodies. `st` supplies the
   // values the region captures from enclosing scopes.
   Arrays run_batched(RunState& st, const Arrays& args) const;
+
+ private:
+  void run_steps(RunState& st, size_t begin, size_t end) const;
+  void run_segment(RunState& st, const Segment& seg) const;
 };
+
+// Splits a lowered region's steps into segments (backend/mlx/segments.cc).
+// `breaks[i]`: step i must run on its own.
+void plan_segments(RegionProgram& prog, const compiler::Region& region,
+                   const std::vector<bool>& breaks);
+// Whether an instruction may be part of a fusable segment: no host sync and
+// no state outside its operands. `pure_callee` answers for called functions.
+bool fusable_instruction(const compiler::Instruction& inst,
+                         const std::function<bool(const std::string&)>& pure_callee);
 
 class Lowerer;
 

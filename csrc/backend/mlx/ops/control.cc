@@ -7,6 +7,7 @@
 // bounded for loops of any length. A counted while (ops/counted_loop.h: a
 // fori_loop or scan) computes its trip count once at entry and runs the body
 // that many times, evaluating the state only every few iterations.
+#include <mlx/compile.h>
 #include <mlx/transforms.h>
 
 #include "backend/mlx/graph_stats.h"
@@ -105,11 +106,88 @@ std::optional<Entry> enter(const CountedLoop& loop, std::optional<uint64_t> fixe
   return e;
 }
 
+// A pure body's iterations in blocks of kEvalEvery, each block one
+// mx::compile'd function: one graph replay per block instead of one per
+// iteration, and element-wise work fuses across iterations. The induction
+// variables' host values for the block's iterations are inputs, so the
+// traced graph holds no iteration number.
+struct Blocks {
+  std::shared_ptr<const RegionProgram> body;
+  std::shared_ptr<const CountedLoop> loop;
+  // Executor thread only.
+  mutable std::function<Arrays(const Arrays&)> compiled;
+  mutable bool failed = false;
+  mutable int64_t iterations = 0;  // body runs so far, for the auto tier
+
+  bool usable(const RunState& st) const {
+    if (failed || st.batched || !body->pure) return false;
+    switch (body->compile_tier) {
+      case CompileTier::kNever: return false;
+      case CompileTier::kAlways: return true;
+      case CompileTier::kAuto: return iterations >= kCompileAfterRuns;
+    }
+    return false;
+  }
+
+  // Runs iterations [i, i + kEvalEvery); nullopt when tracing failed (the
+  // caller then runs them one by one).
+  std::optional<Arrays> run(RunState& st, const Arrays& state, const Entry& e) const {
+    const size_t n = state.size(), m = body->free_values.size();
+    Arrays ins = state;
+    for (compiler::ValueId v : body->free_values) {
+      if (!st.slots[v]) return std::nullopt;
+      ins.push_back(*st.slots[v]);
+    }
+    for (uint64_t j = 1; j <= kEvalEvery; ++j)
+      for (const auto& [v, value] : e.inits)
+        ins.push_back(wrapped_scalar(value + v->step * static_cast<Int128>(j), v->dtype));
+    if (!compiled) {
+      const RegionProgram* b = body.get();
+      const std::vector<std::pair<const Induction*, Int128>> inits = e.inits;
+      compiled = mx::compile(std::function<Arrays(const Arrays&)>(
+          [b, n, m, inits](const Arrays& args) {
+            RunState trace;
+            trace.slots.resize(b->num_slots);
+            for (size_t i = 0; i < m; ++i) trace.slots[b->free_values[i]] = args[n + i];
+            Arrays s(args.begin(), args.begin() + n);
+            size_t k = n + m;
+            for (uint64_t j = 0; j < kEvalEvery; ++j) {
+              s = b->run(trace, s);
+              for (const auto& iv : inits) s[iv.first->index] = args[k++];
+            }
+            return s;
+          }));
+    }
+    try {
+      return compiled(ins);
+    } catch (const std::exception&) {
+      failed = true;
+      compiled = nullptr;
+      return std::nullopt;
+    }
+  }
+};
+
 Arrays run_counted_while(const RegionProgram& body, RunState& st, const Arrays& in,
-                         Entry& e) {
+                         Entry& e, const Blocks* blocks) {
   Arrays state = in;
-  for (uint64_t i = 1; i <= e.trips; ++i) {
+  for (uint64_t i = 1; i <= e.trips;) {
+    if (blocks && i + kEvalEvery - 1 <= e.trips && blocks->usable(st)) {
+      if (auto out = blocks->run(st, state, e)) {
+        state = std::move(*out);
+        for (auto& [v, value] : e.inits) value += v->step * static_cast<Int128>(kEvalEvery);
+        i += kEvalEvery;
+        blocks->iterations += kEvalEvery;
+        if (i <= e.trips) {
+          Arrays pending = state;
+          note_eval(pending);
+          mx::eval(pending);
+        }
+        continue;
+      }
+    }
     state = body.run(st, state);
+    if (blocks) ++blocks->iterations;
     // The body's add for an induction variable is left unevaluated (MLX
     // frees it unread); the host knows the value.
     for (auto& [v, value] : e.inits) {
@@ -122,6 +200,7 @@ Arrays run_counted_while(const RegionProgram& body, RunState& st, const Arrays& 
       note_eval(pending);
       mx::eval(pending);
     }
+    ++i;
   }
   record_loop(true, static_cast<int64_t>(e.trips));
   return state;
@@ -152,12 +231,15 @@ Kernel lower_while(LowerCtx& ctx) {
   }
   // shared_ptr: Kernel is a copyable std::function.
   auto loop = std::make_shared<const CountedLoop>(std::move(*counted));
-  return [cond, body, loop, fixed](RunState& st, const Arrays& in) {
+  std::shared_ptr<const Blocks> blocks;
+  if (body->pure && body->compile_tier != CompileTier::kNever)
+    blocks = std::make_shared<const Blocks>(Blocks{body, loop});
+  return [cond, body, loop, fixed, blocks](RunState& st, const Arrays& in) {
     // A batched region run carries extra leading dims: no scalar counter.
     if (st.batched) return run_general_while(*cond, *body, st, in);
     std::optional<Entry> e = enter(*loop, fixed, st, in);
     if (!e) return run_general_while(*cond, *body, st, in);
-    return run_counted_while(*body, st, in, *e);
+    return run_counted_while(*body, st, in, *e, blocks.get());
   };
 }
 

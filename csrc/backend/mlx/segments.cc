@@ -1,0 +1,168 @@
+// Straight-line segments and their mx::compile tier (PJRTX_COMPILE).
+//
+// A region's steps are split at host syncs (while/case/if read a value on
+// the host, custom calls run host kernels or Python callbacks, RNG reads a
+// global key). Each run of two or more other steps is a segment: once it has
+// run often enough, mx::compile traces it on placeholder inputs, simplifies
+// the graph and fuses element-wise chains, and later runs replay that graph
+// instead of calling our kernels. XLA's guard ops (e.g. ~6 MLX ops for a
+// float `maximum`) then cost one kernel launch per fused chain on Metal,
+// and no closure calls or result checks per step anywhere.
+#include <mlx/compile.h>
+
+#include <set>
+
+#include "backend/mlx/registry.h"
+#include "compiler/error.h"
+
+namespace pjrtx::backend {
+
+using compiler::Instruction;
+using compiler::Opcode;
+using compiler::Region;
+using compiler::ValueId;
+
+namespace {
+
+// Ops that read or write state outside their operands, or sync the host.
+bool breaks_segment(Opcode op) {
+  switch (op) {
+    case Opcode::while_: case Opcode::case_: case Opcode::if_:
+    case Opcode::custom_call: case Opcode::infeed: case Opcode::outfeed:
+    case Opcode::send: case Opcode::recv: case Opcode::rng:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Every value an instruction reads, including inside its nested regions
+// (a region may read values of enclosing scopes), and every value defined
+// inside those regions.
+void collect(const Instruction& inst, std::set<ValueId>& uses, std::set<ValueId>& inner_defs) {
+  uses.insert(inst.operands.begin(), inst.operands.end());
+  for (const Region& r : inst.regions) {
+    inner_defs.insert(r.params.begin(), r.params.end());
+    uses.insert(r.returns.begin(), r.returns.end());
+    for (const Instruction& sub : r.body) {
+      inner_defs.insert(sub.results.begin(), sub.results.end());
+      collect(sub, uses, inner_defs);
+    }
+  }
+}
+
+}  // namespace
+
+bool fusable_instruction(const Instruction& inst,
+                         const std::function<bool(const std::string&)>& pure_callee) {
+  if (breaks_segment(inst.op)) return false;
+  if (inst.op == Opcode::call) return pure_callee(inst.attr_str("callee", ""));
+  if (inst.op == Opcode::composite) return pure_callee(inst.attr_str("decomposition", ""));
+  for (const Region& r : inst.regions)
+    for (const Instruction& sub : r.body)
+      if (!fusable_instruction(sub, pure_callee)) return false;
+  return true;
+}
+
+void plan_segments(RegionProgram& prog, const Region& region, const std::vector<bool>& breaks) {
+  const size_t n = prog.steps.size();
+  prog.segments.clear();
+  for (size_t i = 0; i < n;) {
+    RegionProgram::Segment seg;
+    seg.begin = i;
+    if (breaks[i]) {
+      seg.end = ++i;
+    } else {
+      while (i < n && !breaks[i]) ++i;
+      seg.end = i;
+      seg.fusable = seg.end - seg.begin >= 2;
+    }
+    prog.segments.push_back(std::move(seg));
+  }
+  // Inputs: what a fusable segment reads but does not define. Outputs: what
+  // it defines that any other step (or its nested regions) or the region's
+  // returns read.
+  std::vector<std::set<ValueId>> uses(n), defs(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::set<ValueId> inner;
+    collect(*prog.steps[i].inst, uses[i], inner);
+    defs[i] = std::move(inner);
+    defs[i].insert(prog.steps[i].inst->results.begin(), prog.steps[i].inst->results.end());
+  }
+  std::set<ValueId> returned(region.returns.begin(), region.returns.end());
+  prog.pure = true;
+  for (bool b : breaks) prog.pure &= !b;
+  {
+    std::set<ValueId> all_uses = returned, all_defs(region.params.begin(), region.params.end());
+    for (size_t i = 0; i < n; ++i) {
+      all_uses.insert(uses[i].begin(), uses[i].end());
+      all_defs.insert(defs[i].begin(), defs[i].end());
+    }
+    for (ValueId v : all_uses)
+      if (!all_defs.count(v)) prog.free_values.push_back(v);
+  }
+  for (auto& seg : prog.segments) {
+    if (!seg.fusable) continue;
+    std::set<ValueId> defined, read_outside = returned;
+    for (size_t i = seg.begin; i < seg.end; ++i) defined.insert(defs[i].begin(), defs[i].end());
+    std::set<ValueId> inputs;
+    for (size_t i = seg.begin; i < seg.end; ++i)
+      for (ValueId v : uses[i])
+        if (!defined.count(v)) inputs.insert(v);
+    for (size_t i = 0; i < n; ++i)
+      if (i < seg.begin || i >= seg.end) read_outside.insert(uses[i].begin(), uses[i].end());
+    for (size_t i = seg.begin; i < seg.end; ++i)
+      for (ValueId v : prog.steps[i].inst->results)
+        if (read_outside.count(v)) seg.outputs.push_back(v);
+    seg.inputs.assign(inputs.begin(), inputs.end());
+    // Nothing read afterwards (dead code the passes left): nothing to fuse.
+    if (seg.outputs.empty()) seg.fusable = false;
+  }
+}
+
+void RegionProgram::run_segment(RunState& st, const Segment& seg) const {
+  bool compile = seg.fusable && !seg.failed && !st.batched &&
+                 (compile_tier == CompileTier::kAlways ||
+                  (compile_tier == CompileTier::kAuto && seg.runs >= kCompileAfterRuns));
+  ++seg.runs;
+  Arrays ins;
+  if (compile) {
+    ins.reserve(seg.inputs.size());
+    for (ValueId v : seg.inputs) {
+      if (!st.slots[v]) {  // the eager path names the instruction that reads it
+        compile = false;
+        break;
+      }
+      ins.push_back(*st.slots[v]);
+    }
+  }
+  if (!compile) return run_steps(st, seg.begin, seg.end);
+  if (!seg.compiled) {
+    // The trace runs our kernels once on placeholders; a fresh run state
+    // holds only the segment's own values (num_slots per trace, not per run).
+    seg.compiled = mx::compile(std::function<Arrays(const Arrays&)>([this, &seg](const Arrays& args) {
+      RunState trace;
+      trace.slots.resize(num_slots);
+      for (size_t i = 0; i < args.size(); ++i) trace.slots[seg.inputs[i]] = args[i];
+      run_steps(trace, seg.begin, seg.end);
+      Arrays outs;
+      outs.reserve(seg.outputs.size());
+      for (ValueId v : seg.outputs) outs.push_back(*trace.slots[v]);
+      return outs;
+    }));
+  }
+  Arrays outs;
+  try {
+    outs = seg.compiled(ins);
+  } catch (const std::exception&) {
+    // A kernel that reads a value on the host (e.g. scatter counting its
+    // rounds of duplicate indices) cannot be traced: this segment runs
+    // eagerly from now on, and the eager run reports real errors.
+    seg.failed = true;
+    seg.compiled = nullptr;
+    return run_steps(st, seg.begin, seg.end);
+  }
+  for (size_t i = 0; i < outs.size(); ++i) st.slots[seg.outputs[i]] = std::move(outs[i]);
+}
+
+}  // namespace pjrtx::backend

@@ -1,0 +1,177 @@
+"""PJRTX_COMPILE: straight-line segments run through mx::compile (fused
+kernels) from their third run (auto), from the first (always) or never.
+Fusion must not change a result: fused runs equal eager runs bit for bit
+where the ops are exact, and equal XLA:CPU."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from oracle import assert_same, run_on
+from pjrtx import _pjrtx
+
+
+@pytest.fixture
+def counting():
+    _pjrtx.count_primitives(True)
+    yield
+    _pjrtx.count_primitives(False)
+
+
+def run_counted(f, *args):
+    before = _pjrtx.primitives_evaluated()
+    out = f(*args)
+    jax.block_until_ready(out)
+    return np.asarray(out), _pjrtx.primitives_evaluated() - before
+
+
+def chain(x, y):
+    # XLA's float maximum guards NaN (several MLX ops); all of it is exact,
+    # so fused and eager runs must agree bit for bit.
+    return jnp.where(x > 0.5, jnp.maximum(x * 3.0 + y, y) - 1.0, -x * y)
+
+
+def chain_bound(x, y):
+    # XLA:CPU contracts x * 3 + y into one fused multiply-add; MLX rounds the
+    # product and the sum apart, and rounds again in `- 1`: within one ulp
+    # of each of 3|x|, |3x + y| and the final value (eps * (3|x| + |y| + 1)
+    # covers all three, the where's other branch is exact).
+    eps = np.finfo(np.float32).eps
+    return eps * (3 * np.abs(x.astype(np.float64)) + 2 * np.abs(y.astype(np.float64)) + 1)
+
+
+def inputs(pjrtx_device, n=64):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(np.float32)
+    x[:3] = [np.nan, -0.0, np.inf]
+    y = rng.standard_normal(n).astype(np.float32)
+    return x, y, jax.device_put(x, pjrtx_device), jax.device_put(y, pjrtx_device)
+
+
+def test_auto_compiles_from_the_third_run(monkeypatch, counting, pjrtx_device):
+    monkeypatch.setenv("PJRTX_COMPILE", "auto")
+    x, y, dx, dy = inputs(pjrtx_device)
+    f = jax.jit(lambda a, b: chain(a, b))
+    runs = [run_counted(f, dx, dy) for _ in range(5)]
+    counts = [c for _, c in runs]
+    # Runs 1 and 2 build the graph op by op; from run 3 on the segment's
+    # element-wise chain is one fused primitive.
+    assert counts[0] == counts[1] > counts[2] == counts[3] == counts[4], counts
+    for out, _ in runs[1:]:
+        np.testing.assert_array_equal(out, runs[0][0])
+    assert_same(chain, x, y, bound=chain_bound(x, y))
+
+
+def test_never_and_always(monkeypatch, counting, pjrtx_device):
+    x, y, dx, dy = inputs(pjrtx_device)
+    monkeypatch.setenv("PJRTX_COMPILE", "never")
+    # Fresh functions: JAX caches executables per function, and each test
+    # needs programs compiled under its own tier.
+    f = jax.jit(lambda a, b: chain(a, b))
+    eager = [run_counted(f, dx, dy) for _ in range(4)]
+    never = [c for _, c in eager]
+    assert len(set(never)) == 1, never
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+    g = jax.jit(lambda a, b: chain(a, b))
+    out, first = run_counted(g, dx, dy)
+    assert first < never[0], (first, never)
+    np.testing.assert_array_equal(out, eager[0][0])
+
+
+def test_bad_tier_is_a_clear_error(monkeypatch, pjrtx_device):
+    monkeypatch.setenv("PJRTX_COMPILE", "sometimes")
+    with pytest.raises(Exception, match="PJRTX_COMPILE must be"):
+        jax.jit(lambda v: v * 7.0 + 1.0)(jax.device_put(np.ones(3, np.float32), pjrtx_device))
+
+
+def test_loop_body_fuses_and_matches(monkeypatch, counting, pjrtx_device):
+    # No multiply feeds an add: XLA:CPU would contract it into an FMA.
+    body = lambda i, v: jnp.where(v > 1.0, v * 0.5, v + 0.75)  # noqa: E731
+    loop = lambda v: lax.fori_loop(0, 50, body, v)  # noqa: E731
+    x = np.linspace(-2, 2, 32, dtype=np.float32)
+    dx = jax.device_put(x, pjrtx_device)
+    monkeypatch.setenv("PJRTX_COMPILE", "never")
+    eager, n_eager = run_counted(jax.jit(lambda v: loop(v)), dx)
+    monkeypatch.setenv("PJRTX_COMPILE", "auto")
+    f = jax.jit(lambda v: loop(v))
+    fused, n_fused = run_counted(f, dx)
+    # The body runs 50 times in one call: from its third iteration on it is
+    # compiled, so the call evaluates fewer primitives than the eager one.
+    assert n_fused < n_eager, (n_fused, n_eager)
+    np.testing.assert_array_equal(fused, eager)
+    assert_same(loop, x)
+
+
+def test_host_syncs_split_segments(monkeypatch, pjrtx_device):
+    # A while loop (host-read predicate) between two element-wise segments,
+    # and a scatter with duplicate indices (its lowering counts rounds on the
+    # host, so tracing it fails and that segment stays eager).
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+
+    def f(x, idx, upd):
+        a = x * 2.0 + 1.0
+        a = lax.while_loop(lambda v: v[0] < 100.0, lambda v: v * 1.5 + 1.0, a)
+        b = a.at[idx].max(upd) * 0.5 - 3.0
+        return b, jnp.sum(b * b)
+
+    x = np.linspace(1, 2, 16, dtype=np.float32)
+    idx = np.array([1, 1, 3, 3, 3, 7], np.int32)
+    upd = np.linspace(500, 600, 6, dtype=np.float32)
+    for _ in range(3):
+        assert_same(f, x, idx, upd, rtol=1e-6)
+
+
+def test_random_keys_are_not_frozen(monkeypatch, pjrtx_device):
+    # Tracing freezes captured arrays as constants; a key must stay an input.
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+    g = lambda k: jax.random.normal(k, (8,)) * 2.0 + 1.0  # noqa: E731
+    outs = []
+    for s in range(4):
+        key = np.asarray(jax.random.PRNGKey(s))
+        outs.append(run_on(pjrtx_device, g, key))
+        assert_same(g, key, rtol=1e-6, atol=1e-6)
+    assert len({o.tobytes() for o in outs}) == 4
+
+
+def test_donated_input_with_fused_segments(monkeypatch, pjrtx_device):
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+    step = jax.jit(lambda v: jnp.maximum(v * 0.5, v - 1.0) + 2.0, donate_argnums=0)
+    x = np.linspace(-4, 4, 1024, dtype=np.float32)
+    v = jax.device_put(x, pjrtx_device)
+    want = x.copy()
+    for _ in range(6):
+        prev = v
+        v = step(v)
+        assert prev.is_deleted()
+        want = np.maximum(want * np.float32(0.5), want - np.float32(1.0)) + np.float32(2.0)
+    np.testing.assert_array_equal(np.asarray(v), want)
+
+
+@pytest.mark.parametrize("tier", ["auto", "always"])
+@pytest.mark.parametrize("steps", [5, 16, 53])
+def test_counted_loop_blocks_match(monkeypatch, tier, steps, pjrtx_device):
+    # A pure loop body runs in compiled blocks of 16 iterations with the
+    # counter's host values as inputs: a scan reading xs[i], writing ys[i]
+    # and reading a captured value must see every iteration's own i, also
+    # in the iterations before the first block and after the last.
+    monkeypatch.setenv("PJRTX_COMPILE", tier)
+
+    def f(xs, w):
+        def body(c, x):
+            c = jnp.where(c > 10.0, c * 0.5, c + x + w)
+            return c, c - x
+        return lax.scan(body, jnp.zeros((4,), jnp.float32), xs)
+
+    rng = np.random.default_rng(1)
+    xs = rng.standard_normal((steps, 4)).astype(np.float32)
+    w = np.float32(0.75)
+    monkeypatch.setenv("PJRTX_COMPILE", "never")
+    eager = run_on(pjrtx_device, lambda a, b: f(a, b), xs, w)
+    monkeypatch.setenv("PJRTX_COMPILE", tier)
+    g = lambda a, b: f(a, b)  # noqa: E731
+    for _ in range(3):
+        got = run_on(pjrtx_device, g, xs, w)
+        for a, b in zip(got, eager):
+            np.testing.assert_array_equal(a, b)
+    assert_same(f, xs, w)
