@@ -1,6 +1,10 @@
 #include "compiler/plan.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <cstring>
 #include <sstream>
 
@@ -208,6 +212,10 @@ const DenseData& Instruction::attr_dense(std::string_view name) const {
                                                      "dense elements");
 }
 
+const std::shared_ptr<const DenseData>& Instruction::attr_dense_ptr(std::string_view name) const {
+  return get_attr<std::shared_ptr<const DenseData>>(*this, name, "dense elements");
+}
+
 std::vector<int64_t> Instruction::attr_dense_ints(std::string_view name) const {
   const DenseData& d = attr_dense(name);
   const DType t = d.type.dtype;
@@ -262,6 +270,76 @@ size_t Plan::num_instructions() const {
   size_t n = 0;
   for (const auto& f : functions) n += count(f.body);
   return n;
+}
+
+namespace {
+uint8_t* malloc_bytes(size_t n, void** handle) {
+  *handle = nullptr;
+  return static_cast<uint8_t*>(std::malloc(n));
+}
+void free_bytes(void*, uint8_t* data) { std::free(data); }
+const DenseStorage kMallocStorage{malloc_bytes, free_bytes};
+std::atomic<const DenseStorage*> g_dense_storage{&kMallocStorage};
+}  // namespace
+
+void set_dense_storage(const DenseStorage* storage) {
+  g_dense_storage = storage ? storage : &kMallocStorage;
+}
+
+DenseBytes& DenseBytes::operator=(const DenseBytes& other) {
+  if (this != &other) assign(other.begin(), other.end());
+  return *this;
+}
+
+DenseBytes& DenseBytes::operator=(DenseBytes&& other) noexcept {
+  if (this != &other) {
+    reset();
+    swap(other);
+  }
+  return *this;
+}
+
+void DenseBytes::swap(DenseBytes& o) noexcept {
+  std::swap(data_, o.data_);
+  std::swap(size_, o.size_);
+  std::swap(handle_, o.handle_);
+  std::swap(storage_, o.storage_);
+}
+
+void DenseBytes::reset() {
+  if (storage_ != nullptr && (data_ != nullptr || handle_ != nullptr))
+    storage_->release(handle_, data_);
+  data_ = nullptr;
+  size_ = 0;
+  handle_ = nullptr;
+  storage_ = nullptr;
+}
+
+void DenseBytes::resize(size_t n) {
+  if (n == size_) return;
+  DenseBytes next;
+  if (n > 0) {
+    const DenseStorage* st = g_dense_storage.load();
+    if (n < st->min_bytes) st = &kMallocStorage;
+    next.data_ = st->alloc(n, &next.handle_);
+    if (next.data_ == nullptr) throw std::bad_alloc();
+    next.storage_ = st;
+    next.size_ = n;
+    size_t keep = std::min(n, size_);
+    if (keep) std::memcpy(next.data_, data_, keep);
+    if (n > keep) std::memset(next.data_ + keep, 0, n - keep);
+  }
+  reset();
+  swap(next);
+}
+
+void DenseBytes::assign(const uint8_t* first, const uint8_t* last) {
+  size_t n = static_cast<size_t>(last - first);
+  DenseBytes next;
+  next.resize(n);
+  if (n) std::memcpy(next.data_, first, n);
+  reset();
+  swap(next);
 }
 
 }  // namespace pjrtx::compiler

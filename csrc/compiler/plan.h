@@ -18,12 +18,60 @@ namespace pjrtx::compiler {
 
 using ValueId = int32_t;
 
+// Where DenseBytes live. The MLX back end installs its allocator
+// (backend/mlx/constant_pool.cc), so a constant's MLX array is a view of the
+// plan's own bytes and a weight is held once; without one, malloc/free.
+// alloc returns the data pointer and sets *handle (the allocator's buffer).
+struct DenseStorage {
+  uint8_t* (*alloc)(size_t n, void** handle);
+  void (*release)(void* handle, uint8_t* data);
+  // Smaller data uses malloc: padding, shapes and scalars are read on the
+  // host, and a Metal buffer per 16-byte attribute would waste pages.
+  size_t min_bytes = 0;
+};
+void set_dense_storage(const DenseStorage* storage);
+
+// The bytes of a DenseData: a vector-like owner of storage from the
+// installed DenseStorage (copies copy the bytes).
+class DenseBytes {
+ public:
+  DenseBytes() = default;
+  DenseBytes(const DenseBytes& other) { assign(other.begin(), other.end()); }
+  DenseBytes& operator=(const DenseBytes& other);
+  DenseBytes(DenseBytes&& other) noexcept { swap(other); }
+  DenseBytes& operator=(DenseBytes&& other) noexcept;
+  ~DenseBytes() { reset(); }
+
+  const uint8_t* data() const { return data_; }
+  uint8_t* data() { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const uint8_t* begin() const { return data_; }
+  const uint8_t* end() const { return data_ + size_; }
+  void assign(const uint8_t* first, const uint8_t* last);
+  // Grows (zero-filled) or shrinks, keeping the first min(n, size()) bytes.
+  void resize(size_t n);
+  // The storage's buffer handle (an MLX allocator buffer), or nullptr.
+  void* handle() const { return handle_; }
+  // The storage these bytes came from (to check it is the one a back end
+  // installed before treating handle() as its own).
+  const DenseStorage* storage() const { return storage_; }
+
+ private:
+  void reset();
+  void swap(DenseBytes& o) noexcept;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  void* handle_ = nullptr;
+  const DenseStorage* storage_ = nullptr;
+};
+
 // Dense element data (constants, dense attributes), in row-major order.
 // A splat holds exactly one element.
 struct DenseData {
   TensorType type;
   bool splat = false;
-  std::vector<uint8_t> bytes;
+  DenseBytes bytes;
 };
 
 using AttrValue =
@@ -62,6 +110,9 @@ struct Instruction {
   std::vector<int64_t> attr_ints(std::string_view name,
                                  const std::vector<int64_t>& dflt) const;
   const DenseData& attr_dense(std::string_view name) const;
+  // The same data, shared: a constant's MLX array is a view of these bytes
+  // and keeps them alive (backend/mlx/ops/constant.cc).
+  const std::shared_ptr<const DenseData>& attr_dense_ptr(std::string_view name) const;
   // A dense integer attribute (padding, replica groups, pairs, ...) as one
   // int64 per element in row-major order: a splat is expanded to the
   // attribute's shape, any integer element type is widened, and anything

@@ -251,7 +251,8 @@ AttrValue read_attr(Reader& r) {
       int64_t want = d->splat ? dtype_size(d->type.dtype) : d->type.byte_size();
       if (want < 0 || static_cast<uint64_t>(want) != n)
         r.fail("dense ", d->type.str(), " needs ", want, " bytes, has ", n);
-      d->bytes.assign(p, p + n);
+      const auto* q = reinterpret_cast<const uint8_t*>(p);
+      d->bytes.assign(q, q + n);
       return std::shared_ptr<const DenseData>(std::move(d));
     }
     default:

@@ -1,18 +1,24 @@
 // pjrtx._pjrtx: the plan builder for the frontend, introspection for tests
 // and `python -m pjrtx doctor`, and (same shared object) the PJRT plugin that
 // jaxlib loads through GetPjrtApi.
+#include <mutex>
+#include <set>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "backend/mlx/constant_pool.h"
 #include "backend/mlx/device.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/ops/counted_loop.h"
 #include "backend/mlx/registry.h"
+#include "compiler/dense_pool.h"
 #include "pjrt/entry_points.h"
 #include "python/bindings.h"
 #include "runtime/env.h"
+#include "runtime/profile.h"
 
 #ifndef PJRTX_VERSION
 #define PJRTX_VERSION "dev"
@@ -23,6 +29,9 @@ namespace nb = nanobind;
 NB_MODULE(_pjrtx, m) {
   using namespace pjrtx;
   m.attr("CONTRACT_VERSION") = python::kContractVersion;
+  // PJRTX_PROFILE: start the trace clock at load and write the file at exit
+  // even when the process compiles nothing.
+  runtime::profile_enabled();
   m.attr("__version__") = PJRTX_VERSION;
   m.def("mlx_version", &backend::mlx_version, "MLX version the extension runs with");
   m.def(
@@ -60,6 +69,25 @@ NB_MODULE(_pjrtx, m) {
         return d;
       },
       "MLX's allocator counters in bytes (process-wide): in_use, peak, limit");
+  m.def(
+      "constant_pool_stats",
+      [] {
+        compiler::DensePoolStats d = compiler::dense_pool_stats();
+        backend::FoldedPoolStats f = backend::folded_pool_stats();
+        nb::dict out;
+        out["dense_entries"] = d.entries;
+        out["dense_bytes"] = d.bytes;
+        out["dense_hits"] = d.hits;
+        out["dense_hit_bytes"] = d.hit_bytes;
+        out["folded_entries"] = f.entries;
+        out["folded_bytes"] = f.bytes;
+        out["folded_hits"] = f.hits;
+        out["folded_hit_bytes"] = f.hit_bytes;
+        return out;
+      },
+      "The process-wide pools of large constants (weak: only live ones count): dense_* for "
+      "program constants, folded_* for constant subgraphs computed at compile time; *_hits "
+      "and *_hit_bytes count the copies sharing avoided");
   m.def("reset_peak_memory", &backend::reset_peak_memory,
         "Restarts MLX's peak-memory counter at 0 (not at the bytes in use)");
   m.def(
@@ -78,6 +106,28 @@ NB_MODULE(_pjrtx, m) {
       "mx::compile traces so far (process-wide): replay (fusion off), fused, failed");
   m.def("primitives_evaluated", &backend::primitives_evaluated,
         "MLX primitives evaluated by runs in this process while counting was on");
+  m.def("profile_enabled", &runtime::profile_enabled,
+        "Whether PJRTX_PROFILE names a trace file (read once)");
+  m.def("profile_flush", &runtime::profile_flush,
+        "Writes the PJRTX_PROFILE trace with every event so far (also done at exit); returns "
+        "its path, or '' when profiling is off");
+  m.def("profile_now_us", &runtime::profile_now_us,
+        "Microseconds on the PJRTX_PROFILE trace's clock");
+  m.def(
+      "profile_event",
+      [](const std::string& cat, const std::string& name, double start_us, double dur_us) {
+        // The category must outlive the trace: keep the few Python ones.
+        static std::mutex mu;
+        static std::set<std::string> cats;
+        const char* c;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          c = cats.insert(cat).first->c_str();
+        }
+        runtime::profile_event(c, name, start_us, dur_us);
+      },
+      nb::arg("cat"), nb::arg("name"), nb::arg("start_us"), nb::arg("dur_us"),
+      "Records one complete event on the calling thread in the PJRTX_PROFILE trace");
   m.def(
       "env_vars",
       [] {

@@ -11,6 +11,7 @@
 #include "compiler/builder.h"
 #include "compiler/error.h"
 #include "compiler/printer.h"
+#include "compiler/dense_pool.h"
 #include "python/bindings.h"
 
 namespace nb = nanobind;
@@ -91,17 +92,29 @@ void bind_plan(nb::module_& m) {
       .def(
           "__init__",
           [](Dense* self, const std::string& dtype, const std::vector<int64_t>& shape,
-             nb::bytes data, bool splat) {
-            auto d = std::make_shared<DenseData>();
-            d->type = to_type({dtype, shape});
-            d->splat = splat;
-            const auto* p = static_cast<const uint8_t*>(data.data());
-            d->bytes.assign(p, p + data.size());
-            int64_t want = splat ? compiler::dtype_size(d->type.dtype) : d->type.byte_size();
-            if (static_cast<int64_t>(d->bytes.size()) != want)
-              invalid_argument("pjrtx: dense ", d->type.str(), splat ? " splat" : "",
-                               " needs ", want, " bytes, got ", d->bytes.size());
-            new (self) Dense{std::move(d)};
+             nb::handle data, bool splat) {
+            // Any C-contiguous buffer (bytes, or the frontend's NumPy view of
+            // the MLIR attribute): read in place, so a large weight is not
+            // copied into a Python bytes object first.
+            Py_buffer view;
+            if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+              PyErr_Clear();
+              invalid_argument("pjrtx: dense data must be bytes or a contiguous buffer");
+            }
+            struct Release {
+              Py_buffer* v;
+              ~Release() { PyBuffer_Release(v); }
+            } release{&view};
+            compiler::TensorType type = to_type({dtype, shape});
+            const auto* p = static_cast<const uint8_t*>(view.buf);
+            const size_t n = static_cast<size_t>(view.len);
+            int64_t want = splat ? compiler::dtype_size(type.dtype) : type.byte_size();
+            if (static_cast<int64_t>(n) != want)
+              invalid_argument("pjrtx: dense ", type.str(), splat ? " splat" : "", " needs ",
+                               want, " bytes, got ", n);
+            // Equal large constants (the same weight in two programs) share one
+            // copy for as long as either lives; a hit copies nothing.
+            new (self) Dense{compiler::intern_dense_bytes(type, splat, p, n)};
           },
           nb::arg("dtype"), nb::arg("shape"), nb::arg("data"), nb::arg("splat") = false);
 

@@ -21,6 +21,7 @@
 #include "compiler/verifier.h"
 #include "runtime/env.h"
 #include "runtime/executable.h"
+#include "runtime/profile.h"
 #include "runtime/sha256.h"
 #include "runtime/trace.h"
 
@@ -135,6 +136,11 @@ Device* Client::lookup_device(int id) const {
 BufferPtr Client::buffer_from_host(const void* data, const compiler::TensorType& type,
                                    const int64_t* byte_strides, Memory* memory) {
   Stopwatch sw;
+  ProfileScope prof("transfer", "h2d");
+  if (prof.active()) {
+    prof.set_name("h2d " + type.str());
+    prof.arg("bytes", type.byte_size());
+  }
   // The copy happens here, so the caller's memory is free on return.
   mx::array a = backend::array_from_host(data, type, byte_strides);
   auto buf = std::make_shared<Buffer>(type, memory, Event::create());
@@ -164,6 +170,11 @@ EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
   auto use = std::make_shared<BufferUse>(buffer, "device-to-host");
   executor_->post([buffer, use, dst, dst_size, done] {
     Stopwatch sw;
+    ProfileScope prof("transfer", "d2h");
+    if (prof.active()) {
+      prof.set_name("d2h " + buffer->type().str());
+      prof.arg("bytes", static_cast<int64_t>(dst_size));
+    }
     try {
       backend::array_to_host(use->buffer()->array_for_use(), buffer->type().dtype, dst, dst_size);
       done->set_ready();
@@ -179,6 +190,13 @@ EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
 }
 
 uintptr_t Client::unsafe_pointer(const BufferPtr& buffer) {
+  // How NumPy reads a host-readable buffer (np.asarray): a zero-copy view,
+  // after waiting for the value (and a contiguous copy if it is a view).
+  ProfileScope prof("transfer", "d2h view");
+  if (prof.active()) {
+    prof.set_name("d2h view " + buffer->type().str());
+    prof.arg("bytes", buffer->type().byte_size());
+  }
   BufferUse use(buffer, "unsafe_buffer_pointer");
   if (ErrorPtr err = buffer->ready_event()->await()) throw *err;
   return executor_->run_sync([&] {
@@ -269,8 +287,10 @@ std::string Client::cache_key(std::string_view kind, std::string_view format,
 
 std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compiler::Plan> plan,
                                                      std::string fingerprint) {
-  if (int64_t limit = memory_stats().limit; limit > 0)
+  if (int64_t limit = memory_stats().limit; limit > 0) {
+    ProfileScope phase("compile", "check value sizes");
     for (const auto& f : plan->functions) check_value_sizes(f.body, *plan, limit, backend_name());
+  }
   // Lowering runs on the executor, which waits inside a run while a host
   // callback executes. jaxlib compiles on a worker thread, so a callback
   // that compiles (e.g. jnp on its NumPy inputs, with pjrtx the default
@@ -290,7 +310,13 @@ std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compi
   else if (tier == "auto") options.compile_tier = backend::CompileTier::kAuto;
   else if (tier == "always") options.compile_tier = backend::CompileTier::kAlways;
   else invalid_argument("pjrtx: PJRTX_COMPILE must be 'never', 'auto' or 'always', got '", tier, "'");
-  auto program = executor_->run_sync([&] { return backend::Program::lower(plan, options); });
+  std::shared_ptr<backend::Program> program;
+  {
+    // Measured here, on the compiling thread: it includes the wait for the
+    // executor, which runs the lowering (and folds constants).
+    ProfileScope phase("compile", "lower to MLX");
+    program = executor_->run_sync([&] { return backend::Program::lower(plan, options); });
+  }
   register_plan(fingerprint, plan);
   return std::make_shared<const CompiledProgram>(
       CompiledProgram{std::move(plan), std::move(program), std::move(fingerprint)});
@@ -298,6 +324,8 @@ std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compi
 
 std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::string_view format) {
   Stopwatch sw;
+  ProfileScope prof("compile", "compile");
+  prof.arg("code_bytes", static_cast<int64_t>(code.size()));
   std::string key = cache_key("compile", format, code);
   std::shared_ptr<const CompiledProgram> compiled = cache_.find(key);
   bool hit = compiled != nullptr;
@@ -313,8 +341,12 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
       failed_precondition("pjrtx: the Python frontend is not registered (import pjrtx first)");
     std::string dump_dir = env_string("PJRTX_DUMP_DIR");
     std::string mlir_text;
-    auto plan = std::make_shared<const compiler::Plan>(
-        fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
+    std::shared_ptr<const compiler::Plan> plan;
+    {
+      ProfileScope phase("compile", "frontend (parse, plan)");
+      plan = std::make_shared<const compiler::Plan>(
+          fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
+    }
     count_frontend_run();
     if (!dump_dir.empty()) dump(dump_dir, *plan, mlir_text);
     compiled = lower(std::move(plan), key);
@@ -322,6 +354,10 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
   }
   auto exe = std::make_shared<LoadedExecutable>(this, compiled->plan, compiled->program,
                                                 compiled->fingerprint);
+  if (prof.active()) {
+    prof.set_name(std::string(hit ? "compile (cached) " : "compile ") + compiled->plan->name);
+    prof.arg("instructions", static_cast<int64_t>(compiled->plan->num_instructions()));
+  }
   if (trace_enabled())
     trace(std::string(hit ? "compile (cached) " : "compile ") + compiled->plan->name,
           static_cast<int64_t>(code.size()), sw.us(),
@@ -336,6 +372,7 @@ std::string Client::serialize(const LoadedExecutable& exe) const {
 
 std::shared_ptr<LoadedExecutable> Client::deserialize(std::string_view bytes) {
   Stopwatch sw;
+  ProfileScope prof("compile", "deserialize");
   // Loading the same bytes twice (JAX's cache read in two jit wrappers)
   // reuses the first load, as compile does.
   std::string key = cache_key("deserialize", "", bytes);

@@ -15,6 +15,9 @@ const std::vector<EnvVar>& env_vars() {
        "MLX device: auto (Metal, else CUDA, else CPU), gpu or cpu"},
       {"PJRTX_TRACE", "0",
        "1: print one line per compile, host-to-device, execute and device-to-host event to stderr"},
+      {"PJRTX_PROFILE", "",
+       "file: write a Chrome/Perfetto trace (compile phases, executes, transfers, waits) there "
+       "at exit and on pjrtx._pjrtx.profile_flush(); open it in ui.perfetto.dev"},
       {"PJRTX_DUMP_DIR", "",
        "directory: write the input MLIR and the plan text of every compile there"},
       {"PJRTX_F64", "cpu",

@@ -1,5 +1,7 @@
 #include "runtime/event.h"
 
+#include "runtime/profile.h"
+
 namespace pjrtx::runtime {
 
 std::shared_ptr<Event> Event::ready() {
@@ -26,6 +28,9 @@ ErrorPtr Event::error() const {
 
 ErrorPtr Event::await() const {
   std::unique_lock<std::mutex> lock(mu_);
+  if (done_) return error_;
+  // Only a real block is a wait in the profile.
+  ProfileScope scope("wait", "wait");
   cv_.wait(lock, [&] { return done_; });
   return error_;
 }

@@ -6,6 +6,7 @@
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 
+#include "runtime/profile.h"
 #include "runtime/trace.h"
 
 namespace pjrtx::runtime {
@@ -92,11 +93,21 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
   // `uses` moves into the task: a copy left here would keep a donated
   // argument's array alive past the point where the run drops it, whenever
   // the executor starts the task before execute() returns.
+  const double posted_us = profile_enabled() ? profile_now_us() : 0;
   Executor* executor = &client_->executor();
   executor->post([program = program_, uses = std::move(uses), outs = result.outputs,
-                  done = result.done, name = name(), executor]() mutable {
+                  done = result.done, name = name(), executor, posted_us]() mutable {
     Stopwatch sw;
     const int64_t primitives_before = backend::primitives_evaluated();
+    // queued (posted_us .. start) -> graph build -> eval dispatch here; the
+    // wait for the evaluation -> ready is "ready NAME" on the completion
+    // thread.
+    ProfileScope prof("execute", "execute");
+    if (prof.active()) {
+      prof.set_name("execute " + name);
+      prof.arg("executable", name);
+      prof.arg("queued_us", static_cast<int64_t>(prof.start_us() - posted_us));
+    }
     auto fail = [outs, done, name](const std::exception& e) {
       const auto* pe = dynamic_cast<const Error*>(&e);
       auto err = std::make_shared<const Error>(pe ? pe->code() : ErrorCode::kInternal,
@@ -112,7 +123,11 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       for (const auto& u : *uses) inputs.push_back(u.buffer()->array_for_use());
       uses.reset();  // the arrays in `inputs` keep the data alive from here
       backend::Arrays effects;
-      backend::Arrays arrays = program->run(inputs, &effects);
+      backend::Arrays arrays;
+      {
+        ProfileScope phase("execute", "graph build");
+        arrays = program->run(inputs, &effects);
+      }
       // The graph holds what it reads; our handles would keep a donated
       // input's use count above 1 and stop MLX from reusing its memory.
       inputs.clear();
@@ -121,7 +136,10 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       // ready.
       backend::Arrays pending = arrays;
       pending.insert(pending.end(), effects.begin(), effects.end());
-      eval = backend::eval_async(pending);
+      {
+        ProfileScope phase("execute", "eval dispatch");
+        eval = backend::eval_async(pending);
+      }
       // Set now, ready later: the next call on this executor may read them
       // lazily (its graph then waits for this one inside MLX).
       for (size_t i = 0; i < outs.size(); ++i) outs[i]->set_array(std::move(arrays[i]));
@@ -130,9 +148,20 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       return;
     }
     const int64_t primitives = backend::primitives_evaluated() - primitives_before;
+    if (prof.active()) {
+      int64_t bytes = 0;
+      for (const auto& o : outs) bytes += o->on_device_size();
+      prof.arg("bytes", bytes);
+      prof.arg("prims", primitives);
+    }
     executor->complete([eval = std::move(eval), outs = std::move(outs), done = std::move(done),
                         name = std::move(name), fail = std::move(fail), sw,
                         primitives]() mutable {
+      ProfileScope ready("execute", "ready");
+      if (ready.active()) {
+        ready.set_name("ready " + name);
+        ready.arg("executable", name);
+      }
       try {
         eval.wait();
       } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 #include "backend/mlx/device.h"
 #include "backend/mlx/host_callback.h"
 #include "compiler/error.h"
+#include "runtime/profile.h"
 
 #include <cstdio>
 
@@ -41,6 +42,7 @@ void Executor::complete(std::function<void()> task) {
 }
 
 void Executor::completion_loop() {
+  profile_thread_name("pjrtx completion");
   for (;;) {
     std::function<void()> task;
     {
@@ -76,6 +78,7 @@ void Executor::post(std::function<void()> task) {
 void Executor::loop() {
   // The default device is per thread in MLX: set it here, once.
   mlx::core::set_default_device(device_->device);
+  profile_thread_name("pjrtx executor");
   for (;;) {
     std::function<void()> task;
     {

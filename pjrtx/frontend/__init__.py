@@ -13,6 +13,20 @@ __all__ = ["build_plan", "FrontendError"]
 
 def build_plan(code: bytes, format: str = "mlir", want_text: bool = False):
     """Returns (Plan, module text or None)."""
+    from pjrtx._contract import load_extension
+
+    ext = load_extension()
+    if not ext.profile_enabled():
+        with parse_module(code, format) as module:
+            text = str(module) if want_text else None
+            return build_plan_from_module(module), text
+    # PJRTX_PROFILE: the two frontend phases as events inside "compile".
+    t0 = ext.profile_now_us()
     with parse_module(code, format) as module:
+        t1 = ext.profile_now_us()
+        ext.profile_event("compile", "parse StableHLO", t0, t1 - t0)
         text = str(module) if want_text else None
-        return build_plan_from_module(module), text
+        t2 = ext.profile_now_us()
+        plan = build_plan_from_module(module)
+        ext.profile_event("compile", "build plan", t2, ext.profile_now_us() - t2)
+        return plan, text

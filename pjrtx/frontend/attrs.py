@@ -136,8 +136,11 @@ def dense(attr, text: str | None = None) -> "_pjrtx.Dense":
         value = np.asarray(attr).reshape(-1)[:1].astype(npdt)
         # One element is stored as is, as the text path does (same plan dumps).
         return _pjrtx.Dense(dtype, shape, value.tobytes(), int(np.prod(shape)) != 1)
+    # Passed as the array itself (a view of the attribute's storage where
+    # the dtype matches): Dense reads the buffer in place, without a bytes
+    # copy of a large weight.
     arr = np.ascontiguousarray(np.asarray(attr), dtype=npdt)
-    return _pjrtx.Dense(dtype, shape, arr.tobytes(), False)
+    return _pjrtx.Dense(dtype, shape, arr, False)
 
 
 # ---- StableHLO structured attributes -----------------------------------------

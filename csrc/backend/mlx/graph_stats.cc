@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "runtime/profile.h"
 #include "runtime/trace.h"
 
 namespace pjrtx::backend {
@@ -15,7 +16,7 @@ std::atomic<int64_t> g_primitives{0};
 
 void set_count_primitives(bool on) { g_on = on; }
 
-bool counting_primitives() { return g_on || runtime::trace_enabled(); }
+bool counting_primitives() { return g_on || runtime::trace_enabled() || runtime::profile_enabled(); }
 
 void note_eval(const Arrays& outputs) {
   if (!counting_primitives()) return;

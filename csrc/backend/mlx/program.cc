@@ -215,10 +215,8 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
       }
       return out;
     };
-    if (auto folded = fold(inst, checked)) {
-      // Every run hands out the values computed here once.
-      checked = [values = std::move(*folded)](RunState&, const Arrays&) { return values; };
-    }
+    // Every run hands out the values computed here once.
+    if (auto folded = fold(inst, checked)) checked = std::move(*folded);
     prog->steps.push_back({std::move(checked), &inst});
   }
   plan_segments(*prog, r, breaks);
@@ -255,20 +253,49 @@ bool foldable(const Instruction& inst) {
       return true;
   }
 }
-// Larger results stay lazy per run rather than being stored with the program.
-constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
+
+// Folding trades run time for memory held as long as the executable: a
+// folded value is stored, a lazy one exists only during a run. Constant
+// work of any size is folded when it cannot grow memory much: results up
+// to kFoldGrowth x the bytes their constant operands actually hold (w.T and
+// reshapes are views, 1x; f32 -> bf16 is 0.5x; f32 -> f64 is 2x), or up to
+// kFoldAnyBytes whatever the inputs (iota, small tables). A scalar broadcast
+// to f32[16384,16384] and then added to (1 GiB from 4 bytes) stays lazy.
+constexpr int64_t kFoldGrowth = 2;
+constexpr int64_t kFoldAnyBytes = int64_t{1} << 20;  // 1 MiB
+
+int64_t held_bytes(const mx::array& a) {
+  return static_cast<int64_t>(a.data_size() * a.itemsize());
+}
+
+int64_t plan_bytes(const compiler::TensorType& t) {
+  int64_t n = compiler::dtype_size(t.dtype);
+  for (int64_t d : t.shape) {
+    if (d == 0) return 0;
+    if (n > (int64_t{1} << 62) / d) return int64_t{1} << 62;
+    n *= d;
+  }
+  return n;
+}
 }  // namespace
 
-std::optional<Arrays> Lowerer::fold(const Instruction& inst, const Kernel& kernel) {
+std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kernel) {
   if (!foldable(inst)) return std::nullopt;
   Arrays args;
+  int64_t in_bytes = 0;
   for (auto v : inst.operands) {
     auto it = constants_.find(v);
     if (it == constants_.end()) return std::nullopt;
     args.push_back(it->second);
+    in_bytes += held_bytes(it->second);
   }
-  for (auto v : inst.results)
-    if (plan_.type(v).num_elements() > kMaxFoldedElements) return std::nullopt;
+  // A stablehlo.constant's array is a view of the plan's bytes (or a
+  // broadcast scalar): folding it stores nothing new.
+  if (inst.op != Opcode::constant) {
+    int64_t out_bytes = 0;
+    for (auto v : inst.results) out_bytes += plan_bytes(plan_.type(v));
+    if (out_bytes > std::max(kFoldAnyBytes, kFoldGrowth * in_bytes)) return std::nullopt;
+  }
   RunState st;
   st.slots.resize(plan_.values.size());
   Arrays values;
@@ -278,8 +305,48 @@ std::optional<Arrays> Lowerer::fold(const Instruction& inst, const Kernel& kerne
   } catch (const std::exception&) {
     return std::nullopt;  // the run reports it, with its context
   }
+  args.clear();
+  auto cell = std::make_shared<FoldedCell>();
+  for (auto& v : values) {
+    // Equal results in other executables (the same w.T of a shared weight)
+    // are one array; views of an operand (transpose, reshape) already share
+    // its storage and stay as they are.
+    // (A constant's array is a view of the pooled plan bytes already.)
+    auto pooled = inst.op == Opcode::constant ? nullptr : pool_folded(v);
+    if (pooled) v = pooled->array;
+    cell->pooled.push_back(std::move(pooled));
+  }
   for (size_t i = 0; i < values.size(); ++i) constants_.insert_or_assign(inst.results[i], values[i]);
-  return values;
+  cell->values = std::move(values);
+  folded_.push_back({&inst, cell});
+  return Kernel([cell](RunState&, const Arrays&) { return cell->values; });
+}
+
+void Lowerer::release_unread_folds(const compiler::Plan& plan) {
+  // Values some run reads: operands of instructions that run (not folded)
+  // and the results of every region. A folded value read only by other
+  // folded instructions (the f32 copy between w.T and its bf16 convert)
+  // is not needed after lowering.
+  std::set<const Instruction*> folded;
+  for (const auto& f : folded_) folded.insert(f.inst);
+  std::vector<bool> read(plan.values.size(), false);
+  std::function<void(const Region&)> walk = [&](const Region& r) {
+    for (auto v : r.returns) read[v] = true;
+    for (const Instruction& inst : r.body) {
+      if (!folded.count(&inst))
+        for (auto v : inst.operands) read[v] = true;
+      for (const Region& sub : inst.regions) walk(sub);
+    }
+  };
+  for (const auto& f : plan.functions) walk(f.body);
+  for (const auto& f : folded_) {
+    bool needed = false;
+    for (auto v : f.inst->results) needed |= read[v];
+    if (needed) continue;
+    // Runs still set the slots (a folded reader ignores its operands).
+    for (auto& a : f.cell->values) a = mx::array(false);
+    f.cell->pooled.clear();
+  }
 }
 
 std::shared_ptr<const RegionProgram> Lowerer::lower_function(const std::string& name) {
@@ -312,6 +379,7 @@ std::shared_ptr<Program> Program::lower(std::shared_ptr<const compiler::Plan> pl
   p->plan_ = widen_small_floats(std::move(plan));
   Lowerer lowerer(*p->plan_, options);
   p->entry_ = lowerer.lower_function(p->plan_->entry_function().name);
+  lowerer.release_unread_folds(*p->plan_);
   p->cpu_stream_instructions_ = lowerer.cpu_stream_instructions();
   for (const auto& f : p->plan_->functions) p->calls_host_ |= region_calls_host(f.body);
   return p;

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "backend/mlx/constant_pool.h"
 #include "backend/mlx/registry.h"
 #include "compiler/plan.h"
 
@@ -36,11 +37,24 @@ class Lowerer {
   std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
   const std::map<compiler::ValueId, mx::array>& constants() const { return constants_; }
   int64_t cpu_stream_instructions() const { return cpu_stream_instructions_; }
+  // After the whole program is lowered: drops the folded values that no
+  // run reads (intermediates of constant chains), so they are not held.
+  void release_unread_folds(const compiler::Plan& plan);
 
  private:
   // Computes an instruction whose operands are all constants once, at
-  // compile time, and records its results as constants.
-  std::optional<Arrays> fold(const compiler::Instruction& inst, const Kernel& kernel);
+  // compile time, records its results as constants and returns the kernel
+  // that hands them out (see kFoldGrowth in program.cc for the size guard).
+  std::optional<Kernel> fold(const compiler::Instruction& inst, const Kernel& kernel);
+  struct FoldedCell {
+    Arrays values;
+    std::vector<std::shared_ptr<const PooledArray>> pooled;
+  };
+  struct Folded {
+    const compiler::Instruction* inst;
+    std::shared_ptr<FoldedCell> cell;
+  };
+  std::vector<Folded> folded_;
   // Whether function `name` only has instructions a fusable segment may hold.
   bool pure_function(const std::string& name);
 

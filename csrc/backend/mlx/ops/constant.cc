@@ -1,6 +1,9 @@
 // stablehlo.constant: the dense data becomes one MLX array at compile time;
-// every run hands out that same (immutable) array.
+// every run hands out that same (immutable) array. The array is a view of
+// the plan's bytes (which the pool in compiler/dense_pool.h shares between
+// plans), so a weight is held once, not in the plan and again in MLX.
 #include "backend/mlx/ops/common.h"
+#include "backend/mlx/constant_pool.h"
 #include "backend/mlx/transfer.h"
 
 namespace pjrtx::backend {
@@ -22,6 +25,19 @@ Kernel lower_constant(LowerCtx& ctx) {
     }
     if (static_cast<int64_t>(d.bytes.size()) != t.byte_size())
       ctx.fail("holds ", d.bytes.size(), " bytes for ", t.str());
+    // 4-bit and f4 bytes are canonicalised on the way in (a copy); the rest
+    // are in MLX's layout already, and in an MLX buffer where the back end's
+    // storage made them (constant_pool.cc): the array is a view of that
+    // buffer and keeps the DenseData alive through its deleter.
+    const bool same_layout =
+        !compiler::is_4bit(t.dtype) && t.dtype != compiler::DType::kF4E2M1FN;
+    if (same_layout && !d.bytes.empty() && d.bytes.handle() != nullptr &&
+        d.bytes.storage() == mlx_dense_storage()) {
+      std::shared_ptr<const compiler::DenseData> keep = ctx.inst().attr_dense_ptr("value");
+      mx::allocator::Data data(mx::allocator::Buffer(d.bytes.handle()),
+                               [keep](mx::allocator::Buffer) mutable { keep.reset(); });
+      return mx::array(std::move(data), to_mlx_shape(t.shape), to_mlx(t.dtype));
+    }
     return array_from_host(d.bytes.data(), t, nullptr);
   }();
   return [value](RunState&, const Arrays&) { return Arrays{value}; };
