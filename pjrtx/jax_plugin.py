@@ -44,6 +44,35 @@ def initialize():
     _enable_donation()
     _enable_persistent_cache()
     _show_plan_as_text()
+    _clear_with_jax_caches(ext)
+
+
+class _CompileCacheClearer:
+    """jax.clear_caches() calls cache_clear() on every object registered with
+    jax._src.util.register_cache: it then also empties pjrtx's executable
+    cache, so dropping JAX's executables frees their constants."""
+
+    def __init__(self, ext):
+        self._ext = ext
+
+    def cache_clear(self):
+        self._ext.clear_compile_cache()
+
+
+_clearer = None  # register_cache holds it weakly
+
+
+def _clear_with_jax_caches(ext):
+    global _clearer
+    from jax._src import util
+
+    if _clearer is not None:
+        return
+    if not callable(getattr(util, "register_cache", None)):
+        raise RuntimeError(
+            f"pjrtx: jax._src.util.register_cache is gone in jax {_jax_version()}")
+    _clearer = _CompileCacheClearer(ext)
+    util.register_cache(_clearer, "pjrtx executable cache")
 
 
 def ensure_registered():

@@ -49,14 +49,38 @@ def _compile_fresh(f, x):
     # jax keeps its own in-memory caches of lowered and compiled programs;
     # clearing them makes jax call PJRT_Client_Compile again with the same
     # bytes (same function, same call site, so the same locations).
-    jax.clear_caches()
+    _clear_jax_caches_only()
     return jax.jit(f).lower(x).compile()
+
+
+def _clear_jax_caches_only():
+    """jax.clear_caches() without its call into pjrtx (it empties our
+    executable cache too): JAX then compiles the same bytes again while our
+    cache still holds them."""
+    from pjrtx import jax_plugin
+
+    clearer = jax_plugin._clearer
+    clearer.cache_clear = lambda: None
+    try:
+        jax.clear_caches()
+    finally:
+        del clearer.cache_clear
 
 
 @pytest.mark.parametrize("n", [0, 1, 55, 56, 63, 64, 65, 119, 120, 1000, 100_003])
 def test_sha256_matches_hashlib(n):
     data = bytes(random.Random(n).getrandbits(8) for _ in range(n))
     assert _pjrtx.sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_jax_clear_caches_empties_ours(pjrtx_device):
+    x = jax.device_put(_x(), pjrtx_device)
+    _compile_fresh(_g, x)
+    before = _stats()
+    jax.clear_caches()
+    jax.jit(_g).lower(x).compile()
+    d = _delta(before, _stats())
+    assert d["frontend_runs"] == 1 and d["cache_hits"] == 0, d
 
 
 def test_same_program_compiles_once(pjrtx_device, cpu_device):

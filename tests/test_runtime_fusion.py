@@ -50,7 +50,7 @@ def inputs(pjrtx_device, n=64):
 
 
 def traces():
-    s = _pjrtx.compile_stats()
+    s = _pjrtx.fusion_stats()
     return s["replay_traces"], s["fused_traces"], s["failed_traces"]
 
 

@@ -12,6 +12,7 @@
 #include "compiler/serialize.h"
 #include "compiler/verifier.h"
 #include "python/bindings.h"
+#include "runtime/client.h"
 #include "runtime/compile_cache.h"
 #include "runtime/sha256.h"
 
@@ -34,6 +35,8 @@ void bind_cache(nb::module_& m) {
       "Process-wide compile counters: frontend_runs (programs parsed by the Python "
       "frontend), cache_hits (compiles served by the executable cache), deserialized, "
       "serialized");
+  m.def("clear_compile_cache", &runtime::clear_compile_caches,
+        "Empties the executable cache of every live client (jax.clear_caches() calls it)");
   m.def(
       "plan_text",
       [](const std::string& fingerprint) -> std::optional<std::string> {

@@ -94,7 +94,7 @@ NB_MODULE(_pjrtx, m) {
       "count_primitives", [](bool on) { backend::set_count_primitives(on); }, nb::arg("on"),
       "Count the MLX primitives each evaluation runs (on by itself under PJRTX_TRACE=1)");
   m.def(
-      "compile_stats",
+      "fusion_stats",
       [] {
         backend::CompileStats s = backend::compile_stats();
         nb::dict d;

@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include <mlx/array.h>
@@ -93,7 +94,25 @@ std::string Device::to_string() const {
   return "PjrtxDevice(id=" + std::to_string(id_) + ", kind='" + kind_ + "')";
 }
 
+namespace {
+// Live clients, so jax.clear_caches() can empty their executable caches.
+std::mutex g_clients_mu;
+std::set<Client*>& live_clients() {
+  static std::set<Client*> clients;
+  return clients;
+}
+}  // namespace
+
+void clear_compile_caches() {
+  std::lock_guard<std::mutex> lock(g_clients_mu);
+  for (Client* c : live_clients()) c->clear_compile_cache();
+}
+
 Client::Client() {
+  {
+    std::lock_guard<std::mutex> lock(g_clients_mu);
+    live_clients().insert(this);
+  }
   backend::DeviceChoice choice = backend::choose_device(env_string("PJRTX_DEVICE"));
   // JAX's test utilities look for "cuda"/"rocm" in this string: keep them out.
   std::string label = choice.backend == "CUDA" ? "NVIDIA GPU" : choice.backend;
@@ -114,6 +133,10 @@ Client::Client() {
 }
 
 Client::~Client() {
+  {
+    std::lock_guard<std::mutex> lock(g_clients_mu);
+    live_clients().erase(this);
+  }
   // Cached programs hold MLX arrays (constants); free them while the
   // executor still runs, as when jaxlib destroys its executables first.
   cache_.clear();

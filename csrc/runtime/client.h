@@ -150,4 +150,8 @@ class Client {
   std::vector<Memory*> memory_ptrs_;
 };
 
+// Empties every live client's executable cache (jax.clear_caches() calls it
+// through pjrtx/jax_plugin.py, so cached programs free their constants).
+void clear_compile_caches();
+
 }  // namespace pjrtx::runtime

@@ -32,9 +32,10 @@ const std::vector<EnvVar>& env_vars() {
        "OPENBLAS_NUM_THREADS); 1 because MLX already runs kernels on its own thread and "
        "OpenBLAS's spinning workers cost 5-150x on shared cores"},
       {"PJRTX_COMPILE", "auto",
-       "straight-line segments through mx::compile (fused kernels): auto (from a segment's "
-       "third run, so a program run once never waits for kernel compilation), always, or "
-       "never; read per compile"},
+       "straight-line segments and loop-body blocks through mx::compile: auto (eager for "
+       "runs 1-2, so a program run once never waits for compilation; a replayed graph from "
+       "run 3; fused kernels from run 65), always (fused from the first run) or never; read "
+       "per compile"},
       {"PJRTX_PRIORITY", "500",
        "JAX backend priority of the plugin (CPU is 0; the highest is the default backend)"},
   };
