@@ -78,6 +78,14 @@ struct TieredFunction {
                              const Arrays& ins) const;
 };
 
+// Whether this thread is inside one of our mx::compile traces (a lowering
+// may then build a different, fusable graph for the same values).
+bool tracing_segment();
+struct TracingSegment {
+  TracingSegment();
+  ~TracingSegment();
+};
+
 // Process-wide counts of traces, for tests (pjrtx._pjrtx.compile_stats).
 struct CompileStats {
   int64_t replay_traces = 0;  // traced with fusion off

@@ -137,6 +137,7 @@ TieredFunction::Stage TieredFunction::stage(CompileTier tier) const {
 
 namespace {
 std::atomic<int64_t> g_replay{0}, g_fused{0}, g_failed{0};
+thread_local int g_tracing = 0;
 
 // MLX reads its compile mode when it traces; only the executor thread
 // compiles, so switching the process-wide mode around one call is safe.
@@ -179,6 +180,10 @@ std::optional<Arrays> TieredFunction::call(Stage stage,
   }
 }
 
+bool tracing_segment() { return g_tracing > 0; }
+TracingSegment::TracingSegment() { ++g_tracing; }
+TracingSegment::~TracingSegment() { --g_tracing; }
+
 CompileStats compile_stats() {
   return {g_replay.load(), g_fused.load(), g_failed.load()};
 }
@@ -211,6 +216,7 @@ void RegionProgram::make_traced() {
     // holds only the segment's own values (num_slots per trace, not per run).
     const Segment* sp = &seg;
     seg.traced = [this, sp](const Arrays& args) {
+      TracingSegment tracing;
       RunState trace;
       trace.slots.resize(num_slots);
       for (size_t i = 0; i < args.size(); ++i) trace.slots[sp->inputs[i]] = args[i];

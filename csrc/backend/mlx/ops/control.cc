@@ -142,6 +142,7 @@ struct Blocks {
       for (const auto& iv : e.inits) tracked.push_back(iv.first->index);
       const RegionProgram* b = body.get();
       traced = [b, n, m, tracked](const Arrays& args) {
+        TracingSegment tracing;
         RunState trace;
         trace.slots.resize(b->num_slots);
         for (size_t i = 0; i < m; ++i) trace.slots[b->free_values[i]] = args[n + i];
