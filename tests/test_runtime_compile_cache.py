@@ -252,8 +252,11 @@ _CHILD = textwrap.dedent("""
 
 def _child(cache_dir):
     env = dict(os.environ, JAX_PLATFORMS="pjrtx,cpu")
+    # cwd outside the checkout: `python -c` puts the cwd first on sys.path,
+    # and the source tree's pjrtx (no extension in a non-editable install)
+    # would shadow the installed one.
     r = subprocess.run([sys.executable, "-c", _CHILD, str(cache_dir), os.path.dirname(__file__)],
-                       capture_output=True, text=True, env=env, timeout=300)
+                       capture_output=True, text=True, env=env, timeout=300, cwd=cache_dir)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
