@@ -2,7 +2,8 @@
 
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
+
+#include "compiler/weak_pool.h"
 
 namespace pjrtx::compiler {
 
@@ -33,15 +34,9 @@ uint64_t content_hash(const void* data, size_t n, uint64_t seed) {
 
 namespace {
 
-struct Pool {
-  std::mutex mu;
-  std::unordered_multimap<uint64_t, std::weak_ptr<const DenseData>> entries;
-  int64_t hits = 0, hit_bytes = 0;
-  size_t inserts_since_sweep = 0;
-};
-
-Pool& pool() {
-  static Pool* p = new Pool;  // never destroyed: plans may die after static destructors
+WeakPool<DenseData>& pool() {
+  // Never destroyed: plans may die after static destructors.
+  static auto* p = new WeakPool<DenseData>;
   return *p;
 }
 
@@ -51,34 +46,14 @@ uint64_t key_of(const TensorType& type, bool splat, const uint8_t* data, size_t 
   return content_hash(data, n, seed);
 }
 
-bool same(const DenseData& a, const TensorType& type, bool splat, const uint8_t* data, size_t n) {
-  return a.type == type && a.splat == splat && a.bytes.size() == n &&
-         std::memcmp(a.bytes.data(), data, n) == 0;
-}
-
 // A live pooled DenseData equal to (type, splat, data), or nullptr. Caller
 // holds the lock.
-std::shared_ptr<const DenseData> find(Pool& p, uint64_t key, const TensorType& type, bool splat,
+std::shared_ptr<const DenseData> find(uint64_t key, const TensorType& type, bool splat,
                                       const uint8_t* data, size_t n) {
-  auto [lo, hi] = p.entries.equal_range(key);
-  for (auto it = lo; it != hi; ++it) {
-    if (auto live = it->second.lock(); live && same(*live, type, splat, data, n)) {
-      ++p.hits;
-      p.hit_bytes += static_cast<int64_t>(n);
-      return live;
-    }
-  }
-  return nullptr;
-}
-
-void insert(Pool& p, uint64_t key, const std::shared_ptr<const DenseData>& d) {
-  // Drop expired entries now and then (amortised: every 64 inserts).
-  if (++p.inserts_since_sweep >= 64) {
-    p.inserts_since_sweep = 0;
-    for (auto it = p.entries.begin(); it != p.entries.end();)
-      it = it->second.expired() ? p.entries.erase(it) : std::next(it);
-  }
-  p.entries.emplace(key, d);
+  return pool().find(key, static_cast<int64_t>(n), [&](const DenseData& a) {
+    return a.type == type && a.splat == splat && a.bytes.size() == n &&
+           std::memcmp(a.bytes.data(), data, n) == 0;
+  });
 }
 
 }  // namespace
@@ -86,10 +61,9 @@ void insert(Pool& p, uint64_t key, const std::shared_ptr<const DenseData>& d) {
 std::shared_ptr<const DenseData> intern_dense(std::shared_ptr<const DenseData> d) {
   if (!d || d->bytes.size() < kMinPooledDenseBytes) return d;
   const uint64_t key = key_of(d->type, d->splat, d->bytes.data(), d->bytes.size());
-  Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
-  if (auto live = find(p, key, d->type, d->splat, d->bytes.data(), d->bytes.size())) return live;
-  insert(p, key, d);
+  std::lock_guard<std::mutex> lock(pool().mu());
+  if (auto live = find(key, d->type, d->splat, d->bytes.data(), d->bytes.size())) return live;
+  pool().insert(key, d);
   return d;
 }
 
@@ -104,33 +78,21 @@ std::shared_ptr<const DenseData> intern_dense_bytes(const TensorType& type, bool
   };
   if (n < kMinPooledDenseBytes) return make();
   const uint64_t key = key_of(type, splat, data, n);
-  Pool& p = pool();
   {
-    std::lock_guard<std::mutex> lock(p.mu);
-    if (auto live = find(p, key, type, splat, data, n)) return live;
+    std::lock_guard<std::mutex> lock(pool().mu());
+    if (auto live = find(key, type, splat, data, n)) return live;
   }
   // Copied outside the lock (4 MiB takes ~1 ms); if another thread pooled
   // the same weight meanwhile, its copy wins and ours is dropped.
   auto d = make();
-  std::lock_guard<std::mutex> lock(p.mu);
-  if (auto live = find(p, key, type, splat, data, n)) return live;
-  insert(p, key, d);
+  std::lock_guard<std::mutex> lock(pool().mu());
+  if (auto live = find(key, type, splat, data, n)) return live;
+  pool().insert(key, d);
   return d;
 }
 
-DensePoolStats dense_pool_stats() {
-  Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
-  DensePoolStats s;
-  for (const auto& [key, weak] : p.entries) {
-    if (auto live = weak.lock()) {
-      ++s.entries;
-      s.bytes += static_cast<int64_t>(live->bytes.size());
-    }
-  }
-  s.hits = p.hits;
-  s.hit_bytes = p.hit_bytes;
-  return s;
+WeakPoolStats dense_pool_stats() {
+  return pool().stats([](const DenseData& d) { return static_cast<int64_t>(d.bytes.size()); });
 }
 
 }  // namespace pjrtx::compiler

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "compiler/plan.h"
+#include "compiler/weak_pool.h"
 
 namespace pjrtx::compiler {
 
@@ -27,12 +28,6 @@ std::shared_ptr<const DenseData> intern_dense_bytes(const TensorType& type, bool
 // in full on a hash match, so equality never rests on the hash alone.
 uint64_t content_hash(const void* data, size_t n, uint64_t seed = 0);
 
-struct DensePoolStats {
-  int64_t entries = 0;     // live pooled constants
-  int64_t bytes = 0;       // their bytes (each counted once)
-  int64_t hits = 0;        // interns that found an equal live constant
-  int64_t hit_bytes = 0;   // bytes those hits did not store again
-};
-DensePoolStats dense_pool_stats();
+WeakPoolStats dense_pool_stats();
 
 }  // namespace pjrtx::compiler

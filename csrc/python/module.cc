@@ -72,8 +72,8 @@ NB_MODULE(_pjrtx, m) {
   m.def(
       "constant_pool_stats",
       [] {
-        compiler::DensePoolStats d = compiler::dense_pool_stats();
-        backend::FoldedPoolStats f = backend::folded_pool_stats();
+        compiler::WeakPoolStats d = compiler::dense_pool_stats();
+        compiler::WeakPoolStats f = backend::folded_pool_stats();
         nb::dict out;
         out["dense_entries"] = d.entries;
         out["dense_bytes"] = d.bytes;

@@ -2,29 +2,18 @@
 
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
 
 #include "compiler/dense_pool.h"
+#include "compiler/weak_pool.h"
 
 namespace pjrtx::backend {
 
 namespace {
 
-struct Pool {
-  std::mutex mu;
-  std::unordered_multimap<uint64_t, std::weak_ptr<const PooledArray>> entries;
-  int64_t hits = 0, hit_bytes = 0;
-  size_t inserts_since_sweep = 0;
-};
-
-Pool& pool() {
-  static Pool* p = new Pool;  // never destroyed: executables may outlive static destructors
+compiler::WeakPool<PooledArray>& pool() {
+  // Never destroyed: executables may outlive static destructors.
+  static auto* p = new compiler::WeakPool<PooledArray>;
   return *p;
-}
-
-bool same(const mx::array& a, const mx::array& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.data<uint8_t>(), b.data<uint8_t>(), a.nbytes()) == 0;
 }
 
 uint8_t* mlx_alloc(size_t n, void** handle) {
@@ -57,39 +46,20 @@ std::shared_ptr<const PooledArray> pool_folded(const mx::array& a) {
   uint64_t seed = static_cast<uint64_t>(a.dtype().val()) * 31 + a.itemsize();
   for (int d : a.shape()) seed = seed * 1000003ULL + static_cast<uint64_t>(d);
   const uint64_t key = compiler::content_hash(a.data<uint8_t>(), a.nbytes(), seed);
-  Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
-  auto [lo, hi] = p.entries.equal_range(key);
-  for (auto it = lo; it != hi; ++it) {
-    if (auto live = it->second.lock(); live && same(live->array, a)) {
-      ++p.hits;
-      p.hit_bytes += static_cast<int64_t>(a.nbytes());
-      return live;
-    }
-  }
-  if (++p.inserts_since_sweep >= 64) {
-    p.inserts_since_sweep = 0;
-    for (auto it = p.entries.begin(); it != p.entries.end();)
-      it = it->second.expired() ? p.entries.erase(it) : std::next(it);
-  }
+  std::lock_guard<std::mutex> lock(pool().mu());
+  auto live = pool().find(key, static_cast<int64_t>(a.nbytes()), [&](const PooledArray& b) {
+    return a.dtype() == b.array.dtype() && a.shape() == b.array.shape() &&
+           std::memcmp(a.data<uint8_t>(), b.array.data<uint8_t>(), a.nbytes()) == 0;
+  });
+  if (live) return live;
   auto entry = std::make_shared<const PooledArray>(PooledArray{a});
-  p.entries.emplace(key, entry);
+  pool().insert(key, entry);
   return entry;
 }
 
-FoldedPoolStats folded_pool_stats() {
-  Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mu);
-  FoldedPoolStats s;
-  for (const auto& [key, weak] : p.entries) {
-    if (auto live = weak.lock()) {
-      ++s.entries;
-      s.bytes += static_cast<int64_t>(live->array.nbytes());
-    }
-  }
-  s.hits = p.hits;
-  s.hit_bytes = p.hit_bytes;
-  return s;
+compiler::WeakPoolStats folded_pool_stats() {
+  return pool().stats(
+      [](const PooledArray& p) { return static_cast<int64_t>(p.array.nbytes()); });
 }
 
 }  // namespace pjrtx::backend

@@ -9,6 +9,7 @@
 
 #include "backend/mlx/registry.h"
 #include "compiler/plan.h"
+#include "compiler/weak_pool.h"
 
 namespace pjrtx::backend {
 
@@ -26,12 +27,6 @@ struct PooledArray {
 // nullptr for anything else (views share their source's storage already).
 std::shared_ptr<const PooledArray> pool_folded(const mx::array& a);
 
-struct FoldedPoolStats {
-  int64_t entries = 0;    // live pooled arrays
-  int64_t bytes = 0;      // their bytes (each counted once)
-  int64_t hits = 0;       // folds that found an equal live array
-  int64_t hit_bytes = 0;  // bytes those hits did not keep again
-};
-FoldedPoolStats folded_pool_stats();
+compiler::WeakPoolStats folded_pool_stats();
 
 }  // namespace pjrtx::backend
