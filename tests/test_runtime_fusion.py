@@ -129,27 +129,40 @@ def test_host_syncs_split_segments(monkeypatch, pjrtx_device):
     monkeypatch.setenv("PJRTX_COMPILE", "always")
 
     def f(x, idx, upd):
-        a = x * 2.0 + 1.0
-        a = lax.while_loop(lambda v: v[0] < 100.0, lambda v: v * 1.5 + 1.0, a)
-        b = a.at[idx].max(upd) * 0.5 - 3.0
-        return b, jnp.sum(b * b)
+        # Multiplies by powers of two and 1.5 only, no add after a multiply
+        # (XLA:CPU would contract it into an FMA): every op rounds the same
+        # on both backends.
+        a = x * 2.0
+        a = lax.while_loop(lambda v: v[0] < 100.0, lambda v: v * 1.5, a)
+        return a.at[idx].max(upd) * 0.5
+
+    def total(x, idx, upd):
+        b = f(x, idx, upd)
+        return jnp.sum(b * b)
 
     x = np.linspace(1, 2, 16, dtype=np.float32)
     idx = np.array([1, 1, 3, 3, 3, 7], np.int32)
     upd = np.linspace(500, 600, 6, dtype=np.float32)
+    # 16 positive terms summed in any order: each result within
+    # gamma_16 * sum of the terms of the exact sum, so the two within twice.
+    n, eps = 16, np.finfo(np.float32).eps / 2
     for _ in range(3):
-        assert_same(f, x, idx, upd, rtol=1e-6)
+        assert_same(f, x, idx, upd)
+        assert_same(total, x, idx, upd, rtol=2 * n * eps / (1 - n * eps))
 
 
 def test_random_keys_are_not_frozen(monkeypatch, pjrtx_device):
     # Tracing freezes captured arrays as constants; a key must stay an input.
+    # (threefry's rounds make the segment; the tolerance is test_ops_rng's:
+    # erf_inv's f32 approximations differ by a few ulps between XLA:CPU and
+    # MLX's log/sqrt.)
     monkeypatch.setenv("PJRTX_COMPILE", "always")
-    g = lambda k: jax.random.normal(k, (8,)) * 2.0 + 1.0  # noqa: E731
+    g = lambda k: jax.random.normal(k, (8,))  # noqa: E731
     outs = []
     for s in range(4):
         key = np.asarray(jax.random.PRNGKey(s))
         outs.append(run_on(pjrtx_device, g, key))
-        assert_same(g, key, rtol=1e-6, atol=1e-6)
+        assert_same(g, key, rtol=2e-6, atol=1e-7)
     assert len({o.tobytes() for o in outs}) == 4
 
 
