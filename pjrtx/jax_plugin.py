@@ -44,6 +44,7 @@ def initialize():
     _enable_donation()
     _enable_persistent_cache()
     _show_plan_as_text()
+    _enable_dlpack()
     _clear_with_jax_caches(ext)
 
 
@@ -176,6 +177,126 @@ def _show_plan_as_text():
     as_text._pjrtx_wrapped = True
     as_text.__wrapped__ = original
     stages.Executable.as_text = as_text
+
+
+def _enable_dlpack():
+    # jaxlib exports DLPack capsules only for devices whose platform it maps
+    # to a DLPack device type (cpu, cuda, rocm): for pjrtx, `__dlpack__` and
+    # `__dlpack_device__` fail ("Device pjrtx:0 cannot be used as a DLPack
+    # device"), so np.from_dlpack(x) and torch.from_dlpack(x) do too. On
+    # MLX's CPU device our buffers live in host memory and np.asarray(x)
+    # reads them in place, so a pjrtx array is exported as a kDLCPU tensor
+    # through that NumPy view (no copy). pjrtx storage is immutable and may
+    # be shared (pooled constants, pass-through outputs), so it is exported
+    # read-only: DLPack >= 1.0 carries the read-only flag; an older consumer
+    # (no max_version) gets a copy, or BufferError when copy=False. Where a
+    # buffer is not host memory (Metal, CUDA), NumPy's read is a copy, which
+    # copy=False refuses. Other platforms keep jaxlib's behaviour.
+    from jax._src import array
+
+    impl = array.ArrayImpl
+    original_dlpack = getattr(impl, "__dlpack__", None)
+    original_device = getattr(impl, "__dlpack_device__", None)
+    if not callable(original_dlpack) or not callable(original_device):
+        raise RuntimeError(
+            f"pjrtx: jax.Array.__dlpack__ is gone in jax {_jax_version()}")
+    if getattr(original_dlpack, "_pjrtx_wrapped", False):
+        return
+
+    def on_pjrtx(x) -> bool:
+        try:
+            return x.platform() == PLATFORM
+        except Exception:  # deleted or sharded arrays: jaxlib's own errors
+            return False
+
+    def kdlcpu():
+        from jax._src.dlpack import DLDeviceType
+
+        return DLDeviceType.kDLCPU
+
+    def __dlpack_device__(self):
+        if not on_pjrtx(self):
+            return original_device(self)
+        if len(self._arrays) != 1:
+            raise BufferError("__dlpack__ only supported for unsharded arrays.")
+        return kdlcpu(), 0
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if not on_pjrtx(self):
+            return original_dlpack(self, stream=stream, max_version=max_version,
+                                   dl_device=dl_device, copy=copy)
+        import numpy as np
+
+        if len(self.sharding.device_set) > 1:
+            raise BufferError(
+                "to_dlpack can only pack a dlpack tensor from an array on a singular "
+                f"device, but an array with a Sharding over {len(self.sharding.device_set)} "
+                "devices was provided.")
+        if dl_device is not None and (int(dl_device[0]), int(dl_device[1])) != (int(kdlcpu()), 0):
+            raise BufferError(
+                f"pjrtx exports DLPack tensors on the CPU (kDLCPU, 0) only, not {dl_device}")
+        if stream is not None and stream != -1:
+            raise BufferError(
+                f"pjrtx exports DLPack tensors on the CPU, which takes no stream (got {stream!r})")
+        host = np.asarray(self)
+        in_place = host.size == 0 or host.ctypes.data == self.unsafe_buffer_pointer()
+        legacy = max_version is None or tuple(max_version) < (1, 0)
+        if copy is False and not in_place:
+            raise BufferError(
+                f"{self.device} keeps this array outside host memory; exporting it "
+                "to DLPack needs a copy, but copy=False")
+        if copy is False and legacy:
+            raise BufferError(
+                "pjrtx arrays are immutable and a DLPack capsule older than 1.0 cannot "
+                "mark them read-only; pass copy=True, or max_version=(1, 0)")
+        if copy or legacy or not in_place:
+            host = np.array(host, copy=True)
+        if legacy:
+            return host.__dlpack__()
+        return host.__dlpack__(max_version=tuple(max_version))
+
+    __dlpack__._pjrtx_wrapped = True
+    __dlpack__.__wrapped__ = original_dlpack
+    impl.__dlpack__ = __dlpack__
+    impl.__dlpack_device__ = __dlpack_device__
+
+    # jax.dlpack.from_dlpack(x) of a pjrtx array would otherwise go through
+    # the kDLCPU capsule above and land on XLA:CPU: a round trip keeps the
+    # array on its own device, as it does on XLA's devices. (jnp.from_dlpack
+    # imports jax.dlpack.from_dlpack when called, so this covers both.)
+    import jax.dlpack
+    from jax._src import sharding as sharding_mod
+
+    original_from = jax.dlpack.from_dlpack
+    if getattr(original_from, "_pjrtx_wrapped", False):
+        return
+
+    def from_dlpack(external_array, device=None, copy=None):
+        if not (isinstance(external_array, impl) and on_pjrtx(external_array)
+                and len(external_array.sharding.device_set) == 1):
+            return original_from(external_array, device=device, copy=copy)
+        import jax
+        import jax.numpy as jnp
+
+        (source,) = external_array.sharding.device_set
+        target = device
+        if isinstance(device, sharding_mod.Sharding):
+            if len(device.device_set) != 1:
+                return original_from(external_array, device=device, copy=copy)
+            (target,) = device.device_set
+        if target is not None and target != source:
+            if copy is False:
+                raise ValueError(
+                    f"Specified {target=} which requires a copy since the source device "
+                    f"is {source!r}, however copy=False. Set copy=True or copy=None to "
+                    "perform the requested operation.")
+            return jax.device_put(external_array, device)
+        return jnp.array(external_array, copy=True) if copy else external_array
+
+    from_dlpack._pjrtx_wrapped = True
+    from_dlpack.__wrapped__ = original_from
+    from_dlpack.__doc__ = original_from.__doc__
+    jax.dlpack.from_dlpack = from_dlpack
 
 
 def _jax_version() -> str:

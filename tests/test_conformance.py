@@ -31,6 +31,15 @@ class FakeOpsTest(absltest.TestCase):
   def testSkipped(self):
     raise unittest.SkipTest("float64 is not supported on this device")
 
+  def testAsksForGpu(self):
+    # what jax.devices("gpu") raises where JAX has no GPU backend
+    raise RuntimeError("Unknown backend: 'gpu' requested, but no platforms that are "
+                       "instances of gpu are present. Platforms present are: cpu,pjrtx")
+
+  def testOtherBackendError(self):
+    raise RuntimeError("Unknown backend: 'pjrtx' requested, but no platforms that are "
+                       "instances of pjrtx are present.")
+
   def testZLast(self):
     # runs after the crash and the hang: the run must resume past them
     self.assertTrue(True)
@@ -130,8 +139,14 @@ def test_outcomes(results):
     assert results["testSkipped"].outcome == "skipped"
     assert "float64" in results["testSkipped"].error
     assert results["testZLast"].outcome == "passed"
+    # a test that needs JAX's GPU backend on a machine without one is a
+    # hardware skip; the same error for the device under test is a failure
+    assert results["testAsksForGpu"].outcome == "skipped"
+    assert results["testAsksForGpu"].error.startswith("hardware:")
+    assert report.skip_kind(results["testAsksForGpu"].error) == "filter"
+    assert results["testOtherBackendError"].outcome == "failed"
     assert results["test_device_under_test_is_pjrtx"].outcome == "passed"
-    assert len(results) == 7
+    assert len(results) == 9
 
 
 def test_test_helpers_missing_from_the_wheel_come_from_the_checkout(fake_suite):
@@ -144,11 +159,11 @@ def test_test_helpers_missing_from_the_wheel_come_from_the_checkout(fake_suite):
 
 def test_report_and_clusters(results, tmp_path):
     total = report.write(list(results.values()), tmp_path, "header line")
-    assert total == {"passed": 3, "failed": 1, "error": 0, "crash": 1, "timeout": 1, "skipped": 1}
+    assert total == {"passed": 3, "failed": 2, "error": 0, "crash": 1, "timeout": 1, "skipped": 2}
     data = json.loads((tmp_path / "results.json").read_text())
     assert {d["outcome"] for d in data} == {"passed", "failed", "crash", "timeout", "skipped"}
     md = (tmp_path / "report.md").read_text()
-    assert "| fake_ops_test.py | 2 | 1 | 0 | 1 | 1 | 1 (0 / 0 / 1) | 40.00% |" in md
+    assert "| fake_ops_test.py | 2 | 2 | 0 | 1 | 1 | 2 (1 / 0 / 1) | 33.33% |" in md
     assert "CRASH: process died" in md and "TIMEOUT" in md
 
 
@@ -163,7 +178,8 @@ def test_normalize_groups_messages_that_differ_in_numbers_and_locations():
 
 def test_check_flags_new_failures_and_stale_entries(results):
     ids = {name: r.id for name, r in results.items()}
-    known = {ids["testFails"]: "r", ids["testCrashes"]: "r", ids["testHangs"]: "r"}
+    known = {ids["testFails"]: "r", ids["testCrashes"]: "r", ids["testHangs"]: "r",
+             ids["testOtherBackendError"]: "r"}
     assert expectations.check(list(results.values()), known) == []
     problems = expectations.check(list(results.values()), {ids["testFails"]: "r", ids["testPasses"]: "r"})
     assert any("new failure" in p and "testCrashes" in p for p in problems)

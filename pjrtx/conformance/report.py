@@ -50,7 +50,7 @@ _SKIP_KINDS = [
                            r"devices? count|requires? .*devices|need(s)? .*devices|"
                            r"too few devices|single device|more than (one|\d+) device", re.I)),
     ("filter", re.compile(r"devices with tags|\b(tpu|gpu|cuda|rocm|cudnn|triton|mosaic|"
-                          r"sm_?\d+|h100|a100|metal)\b|only (runs|works) on",
+                          r"sm_?\d+|h100|a100|metal)\b|only (runs|works) on|on cpu backends?\b",
                           re.I)),
 ]
 
