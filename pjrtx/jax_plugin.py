@@ -45,6 +45,7 @@ def initialize():
     _enable_persistent_cache()
     _show_plan_as_text()
     _enable_dlpack()
+    _validate_compiler_options()
     _clear_with_jax_caches(ext)
 
 
@@ -297,6 +298,61 @@ def _enable_dlpack():
     from_dlpack.__wrapped__ = original_from
     from_dlpack.__doc__ = original_from.__doc__
     jax.dlpack.from_dlpack = from_dlpack
+
+
+_validated_overrides: set = set()
+_validation_client = None
+
+
+def _check_overrides_as_xla_does(overrides) -> None:
+    """Raises XLA's own error for a compiler option XLA would refuse.
+
+    jax.jit(f, compiler_options={...}) sends XLA DebugOptions overrides with
+    the compile options. They tune XLA's passes, so pjrtx applies none of
+    them, but a misspelt name or a wrong value type must fail as it does on
+    XLA rather than be dropped without a word: XLA:CPU's client parses the
+    same overrides while compiling an empty module (~20 ms, once per set of
+    overrides), and its error is raised as is."""
+    global _validation_client
+    key = tuple((str(k), repr(v)) for k, v in overrides)
+    if key in _validated_overrides:
+        return
+    from jax._src import xla_bridge
+    from jax._src.lib import _jax, xla_client
+
+    if _validation_client is None:
+        try:
+            _validation_client = xla_bridge.get_backend("cpu")
+        except RuntimeError:  # JAX_PLATFORMS leaves cpu out: a private one
+            _validation_client = xla_client.make_cpu_client()
+    options = _jax.CompileOptions()
+    options.env_option_overrides = list(overrides)
+    devices = xla_client.DeviceList(tuple(_validation_client.local_devices()[:1]))
+    _validation_client.compile_and_load(
+        "module @pjrtx_option_check { func.func public @main() { return } }",
+        executable_devices=devices, compile_options=options)
+    _validated_overrides.add(key)
+
+
+def _validate_compiler_options():
+    from jax._src import compiler
+
+    original = getattr(compiler, "backend_compile_and_load", None)
+    if not callable(original):
+        raise RuntimeError(
+            f"pjrtx: jax._src.compiler.backend_compile_and_load is gone in jax {_jax_version()}")
+    if getattr(original, "_pjrtx_wrapped", False):
+        return
+
+    def backend_compile_and_load(backend, module, executable_devices, options, host_callbacks):
+        overrides = getattr(options, "env_option_overrides", None)
+        if overrides and getattr(backend, "platform", None) == PLATFORM:
+            _check_overrides_as_xla_does(overrides)
+        return original(backend, module, executable_devices, options, host_callbacks)
+
+    backend_compile_and_load._pjrtx_wrapped = True
+    backend_compile_and_load.__wrapped__ = original
+    compiler.backend_compile_and_load = backend_compile_and_load
 
 
 def _jax_version() -> str:
