@@ -24,6 +24,27 @@ def test_dynamic_slice_clamps_every_index_type(dtype):
         assert_same(lambda x, i: lax.dynamic_update_slice(x, jnp.full((2, 3), -1.0), (i, i)), X, i)
 
 
+@pytest.mark.parametrize("p", [0, 2, 5, -3, 1000])
+def test_dynamic_slice_constant_and_mixed_starts(p):
+    # Starts that are plan constants are clamped at compile time (a static
+    # slice, or only the runtime starts in MLX's index array); out-of-range
+    # constants clamp as XLA does, and so do runtime ones beside them.
+    x = np.arange(5 * 6 * 7, dtype=np.float32).reshape(5, 6, 7)
+    u = -np.ones((2, 3, 4), np.float32)
+    i = np.int32(p)
+    assert_same(lambda x, i: dict(
+        const=lax.dynamic_slice(x, (1, 2, 3), (2, 3, 4)),
+        const_clamped=lax.dynamic_slice(x, (4, -2, 100), (2, 3, 4)),
+        mixed=lax.dynamic_slice(x, (0, i, 3), (2, 3, 4)),
+        mixed_zeros=lax.dynamic_slice(x, (0, i, 0), (2, 3, 4)),
+        two_runtime=lax.dynamic_slice(x, (i, i * 2, 1), (2, 3, 4))), x, i)
+    assert_same(lambda x, u, i: dict(
+        const=lax.dynamic_update_slice(x, u, (1, 2, 3)),
+        const_clamped=lax.dynamic_update_slice(x, u, (9, -1, 5)),
+        mixed=lax.dynamic_update_slice(x, u, (0, i, 3)),
+        mixed_zeros=lax.dynamic_update_slice(x, u, (0, i, 0))), x, u, i)
+
+
 def test_dynamic_slice_scalar_and_zero_size():
     assert_same(lambda x, i: lax.dynamic_slice(x, (i, i), (0, 2)), X, np.int32(3))
     assert_same(lambda x, i: lax.dynamic_update_slice(x, jnp.ones((0, 2)), (i, i)), X, np.int32(3))

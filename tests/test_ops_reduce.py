@@ -13,7 +13,7 @@ import pytest
 from jax import lax
 
 from oracle import assert_same, sum_bound, unit_roundoff
-from test_ops_elementwise import FLOATS, INTS, check, name, x64_for
+from test_ops_elementwise import FLOATS, INTS, check, check_bits, name, x64_for
 
 OPS = [("add", lax.add), ("mul", lax.mul), ("max", lax.max), ("min", lax.min)]
 
@@ -217,3 +217,52 @@ def test_argmax_with_no_output_elements():
     # tree reduction must not ask MLX to infer a dim of an empty array.
     x = np.zeros((0, 3), np.float32)
     check(lambda v: dict(amax=jnp.argmax(v, 1), amin=jnp.argmin(v, 1)), x)
+
+
+def _argmax_body(a, b):
+    # JAX's own argmax comparator, written out so the value output is kept:
+    # pjrtx maps this body onto MLX reductions (ops/reduce.cc).
+    pick = (a[0] > b[0]) | (a[0] != a[0])
+    pick_index = pick | ((a[0] == b[0]) & (a[1] < b[1]))
+    return jnp.where(pick, a[0], b[0]), jnp.where(pick_index, a[1], b[1])
+
+
+def test_arg_reduce_value_output_is_the_chosen_element():
+    # The value output is the chosen element itself: -0 vs +0 ties keep the
+    # lower index's zero, NaN rows return NaN, and a non-identity init takes
+    # part (row 3: every element below the init).
+    x = np.array([[-0.0, 0.0, -1.0, 0.0],
+                  [0.0, -0.0, -0.0, -2.0],
+                  [1.0, np.nan, 3.0, np.nan],
+                  [-5.0, -6.0, -7.0, -8.0]], np.float32)
+    idx = np.broadcast_to(np.arange(4, dtype=np.int32), x.shape).copy()
+
+    def f(v, i):
+        val, pos = lax.reduce((v, i), (np.float32(-np.inf), np.int32(0)), _argmax_body, (1,))
+        val2, pos2 = lax.reduce((v, i), (np.float32(-4.5), np.int32(9)), _argmax_body, (1,))
+        return dict(val=val, pos=pos, val2=val2, pos2=pos2)
+
+    check_bits(lambda v: {k: a for k, a in f(v, idx).items() if k.startswith("val")}, x)
+    check(lambda v: {k: a for k, a in f(v, idx).items() if k.startswith("pos")}, x)
+
+
+def test_argmax_graph_does_not_grow_with_the_row_length():
+    # Behaviour, not speed: the recognised argmax is a fixed set of MLX
+    # reductions, so a row 128 times longer evaluates the same number of
+    # primitives (the pairwise tree it replaces grew with log2 of the row).
+    import jax
+    from pjrtx import _pjrtx
+
+    def count(n):
+        f = jax.jit(lambda v: jnp.argmax(v, axis=1))
+        x = jax.device_put(np.random.default_rng(n).standard_normal((3, n)).astype(np.float32),
+                           jax.devices("pjrtx")[0])
+        f(x).block_until_ready()
+        _pjrtx.count_primitives(True)
+        before = _pjrtx.primitives_evaluated()
+        f(x).block_until_ready()
+        n_prims = _pjrtx.primitives_evaluated() - before
+        _pjrtx.count_primitives(False)
+        return n_prims
+
+    assert count(8) == count(1024)

@@ -106,6 +106,17 @@ NB_MODULE(_pjrtx, m) {
       "mx::compile traces so far (process-wide): replay (fusion off), fused, failed");
   m.def("primitives_evaluated", &backend::primitives_evaluated,
         "MLX primitives evaluated by runs in this process while counting was on");
+  m.def(
+      "primitive_histogram",
+      [](bool reset) {
+        nb::dict d;
+        for (const auto& [name, count] : backend::primitive_histogram()) d[name.c_str()] = count;
+        if (reset) backend::reset_primitive_histogram();
+        return d;
+      },
+      nb::arg("reset") = false,
+      "primitives_evaluated() by MLX primitive name (Add, Compiled, Matmul, ...); reset=True "
+      "starts it again at zero");
   m.def("profile_enabled", &runtime::profile_enabled,
         "Whether PJRTX_PROFILE names a trace file (read once)");
   m.def("profile_flush", &runtime::profile_flush,

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "backend/mlx/registry.h"
 
@@ -21,5 +23,10 @@ void note_eval(const Arrays& outputs);
 
 // Primitives noted on this process since it started (while counting was on).
 int64_t primitives_evaluated();
+
+// The same count by primitive name (MLX's Primitive::name(): "Add",
+// "Compiled", "Matmul", ...), to see what a program's count is made of.
+std::map<std::string, int64_t> primitive_histogram();
+void reset_primitive_histogram();
 
 }  // namespace pjrtx::backend

@@ -82,4 +82,22 @@ inline mx::Shape to_shape(const std::vector<int64_t>& v) {
   return s;
 }
 
+// Views that add no MLX primitive when they would change nothing. Each
+// primitive left in a graph is a node MLX schedules (and on Metal may be a
+// launch); XLA's StableHLO is full of identity transposes and reshapes once
+// dot_general and broadcast_in_dim are mapped onto MLX's shapes.
+inline bool is_identity(const std::vector<int>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+inline mx::array reshape_if_needed(const mx::array& x, const mx::Shape& shape) {
+  return x.shape() == shape ? x : mx::reshape(x, shape);
+}
+
+inline mx::array transpose_if_needed(const mx::array& x, const std::vector<int>& perm) {
+  return is_identity(perm) ? x : mx::transpose(x, perm);
+}
+
 }  // namespace pjrtx::backend::ops

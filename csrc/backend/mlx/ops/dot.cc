@@ -1,6 +1,7 @@
 // stablehlo.dot_general (and the legacy stablehlo.dot): operands are
 // transposed to [batch, free, contract] / [batch, contract, free], flattened
-// to [B,M,K] x [B,K,N], multiplied, and reshaped to StableHLO's result order
+// to [B,M,K] x [B,K,N] (floats: [b...,M,K] x [b...,K,N], the batch dims kept),
+// multiplied, and reshaped to StableHLO's result order
 // [batch..., lhs free..., rhs free...]. Inputs are cast to the result type
 // first (bf16 x bf16 -> f32 accumulates in f32). MLX's matmul takes floats
 // only, so integer and bool dots multiply and sum; complex uses four real
@@ -91,9 +92,24 @@ Kernel lower_dot_impl(LowerCtx& ctx, std::vector<int64_t> lb, std::vector<int64_
       compiler::is_float(rt) ? kFloat
       : compiler::is_complex(rt) ? kComplex
       : rt == DType::kPred ? kBool : kInt;
+  // MLX's matmul takes any number of batch dims: a float dot keeps them as
+  // they are ([b..., M, K] x [b..., K, N] gives [b..., M, N], StableHLO's
+  // result order), so with one free and one contracting dim per side the
+  // operands need no reshape (a reshape of a transposed view is a copy) and
+  // without batch dims there is no leading 1 to add and take off again.
+  if (kind == kFloat) {
+    mx::Shape batch;
+    for (int64_t d : lb) batch.push_back(static_cast<int32_t>(lhs.shape[d]));
+    p.lhs_3d = batch;
+    p.lhs_3d.push_back(static_cast<int32_t>(M));
+    p.lhs_3d.push_back(static_cast<int32_t>(K));
+    p.rhs_3d = batch;
+    p.rhs_3d.push_back(static_cast<int32_t>(K));
+    p.rhs_3d.push_back(static_cast<int32_t>(N));
+  }
   return binary([p, kind, out_dt](const mx::array& a0, const mx::array& b0) {
-    mx::array a = mx::reshape(mx::transpose(a0, p.lhs_perm), p.lhs_3d);
-    mx::array b = mx::reshape(mx::transpose(b0, p.rhs_perm), p.rhs_3d);
+    mx::array a = reshape_if_needed(transpose_if_needed(a0, p.lhs_perm), p.lhs_3d);
+    mx::array b = reshape_if_needed(transpose_if_needed(b0, p.rhs_perm), p.rhs_3d);
     mx::array r = [&] {
       switch (kind) {
         case kFloat:
@@ -106,7 +122,7 @@ Kernel lower_dot_impl(LowerCtx& ctx, std::vector<int64_t> lb, std::vector<int64_
           return mx::astype(int_dot(a, b, out_dt), out_dt);
       }
     }();
-    return mx::reshape(r, p.out_shape);
+    return reshape_if_needed(r, p.out_shape);
   });
 }
 

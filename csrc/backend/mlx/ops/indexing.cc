@@ -46,6 +46,53 @@ using namespace ops;
 
 // ---- dynamic_slice / dynamic_update_slice -----------------------------------
 
+// Start indices that are constants in the plan (a KV cache written at
+// (0, pos, 0)) are clamped at compile time; only the others reach MLX as an
+// index array, so a slice with no runtime start is a plain static slice and
+// one with a single runtime start needs no concatenation.
+struct StartPlan {
+  mx::Shape fixed;            // per dim: the clamped constant start (0 where dynamic)
+  std::vector<int> dynamic;   // dims whose start is known only at run time
+
+  // The start array and axes for MLX's dynamic slice / slice_update: the
+  // runtime starts, clamped, and the constant ones that are not 0.
+  std::pair<mx::array, std::vector<int>> start_array(const Arrays& args, size_t first, DType it,
+                                                     const std::vector<int64_t>& hi) const {
+    std::vector<mx::array> parts;
+    std::vector<int> axes;
+    for (int d = 0; d < static_cast<int>(fixed.size()); ++d) {
+      bool dyn = std::find(dynamic.begin(), dynamic.end(), d) != dynamic.end();
+      if (dyn) {
+        parts.push_back(mx::reshape(clamp_index(args[first + d], it, hi[d]), {1}));
+      } else if (fixed[d] != 0) {
+        parts.push_back(mx::array({fixed[d]}, mx::int32));
+      } else {
+        continue;
+      }
+      axes.push_back(d);
+    }
+    return {parts.size() == 1 ? parts[0] : mx::concatenate(parts, 0), axes};
+  }
+};
+
+StartPlan plan_starts(LowerCtx& ctx, size_t first, const std::vector<int64_t>& hi, DType it) {
+  StartPlan sp;
+  for (size_t d = 0; d < hi.size(); ++d) {
+    auto c = first + d < ctx.num_in() ? ctx.constant_value(ctx.inst().operands[first + d])
+                                      : std::nullopt;
+    if (!c || c->size() != 1) {
+      sp.fixed.push_back(0);
+      sp.dynamic.push_back(static_cast<int>(d));
+      continue;
+    }
+    mx::array v = clamp_index(mx::reshape(*c, {}), it, hi[d]);
+    v.eval();
+    sp.fixed.push_back(v.item<int32_t>());
+  }
+  return sp;
+}
+
+
 Kernel lower_dynamic_slice(LowerCtx& ctx) {
   const auto& in = ctx.in(0);
   auto sizes = ctx.inst().attr_ints("slice_sizes");
@@ -64,13 +111,17 @@ Kernel lower_dynamic_slice(LowerCtx& ctx) {
   mx::Dtype odt = to_mlx(ctx.out(0).dtype);
   std::vector<int> axes(in.rank());
   std::iota(axes.begin(), axes.end(), 0);
+  StartPlan sp = plan_starts(ctx, 1, hi, it);
   return nary([=](const Arrays& args) {
     if (axes.empty()) return args[0];
     if (out_elems == 0) return mx::zeros(out_shape, odt);
-    std::vector<mx::array> starts;
-    for (size_t d = 0; d < axes.size(); ++d)
-      starts.push_back(mx::reshape(clamp_index(args[d + 1], it, hi[d]), {1}));
-    return mx::slice(args[0], mx::concatenate(starts, 0), axes, out_shape);
+    if (sp.dynamic.empty()) {
+      mx::Shape stop = sp.fixed;
+      for (size_t d = 0; d < stop.size(); ++d) stop[d] += out_shape[d];
+      return mx::slice(args[0], sp.fixed, stop);
+    }
+    auto [start, start_axes] = sp.start_array(args, 1, it, hi);
+    return mx::slice(args[0], start, start_axes, out_shape);
   });
 }
 
@@ -89,13 +140,17 @@ Kernel lower_dynamic_update_slice(LowerCtx& ctx) {
   bool empty = upd.num_elements() == 0;
   std::vector<int> axes(in.rank());
   std::iota(axes.begin(), axes.end(), 0);
+  StartPlan sp = plan_starts(ctx, 2, hi, it);
   return nary([=](const Arrays& args) {
     if (empty) return args[0];
     if (axes.empty()) return args[1];
-    std::vector<mx::array> starts;
-    for (size_t d = 0; d < axes.size(); ++d)
-      starts.push_back(mx::reshape(clamp_index(args[d + 2], it, hi[d]), {1}));
-    return mx::slice_update(args[0], args[1], mx::concatenate(starts, 0), axes);
+    if (sp.dynamic.empty()) {
+      mx::Shape stop = sp.fixed;
+      for (size_t d = 0; d < stop.size(); ++d) stop[d] += args[1].shape(static_cast<int>(d));
+      return mx::slice_update(args[0], args[1], sp.fixed, stop);
+    }
+    auto [start, start_axes] = sp.start_array(args, 2, it, hi);
+    return mx::slice_update(args[0], args[1], start, start_axes);
   });
 }
 

@@ -1,10 +1,12 @@
 // stablehlo.reduce. A body that is one recognised binary op of its two
 // parameters maps to MLX's reductions; the init value is then combined once
-// (init is any value, not necessarily the identity). Other bodies and
-// multi-operand reduces (argmax) run the body as a pairwise tree. Reducing
+// (init is any value, not necessarily the identity). JAX's argmax/argmin
+// body maps to MLX reductions too. Other bodies and multi-operand reduces
+// run the body as a pairwise tree. Reducing
 // over an empty dimension returns the init value broadcast (MLX's max/min
 // throw there).
 #include <algorithm>
+#include <map>
 
 #include "backend/mlx/ops/combiner.h"
 
@@ -68,7 +70,7 @@ Arrays tree_reduce(const RegionProgram& body, RunState& st, Arrays xs, const Arr
   for (int a : axes) reduced *= xs[0].shape(a);
   mx::Shape flat = out_shape;
   flat.push_back(reduced);
-  for (auto& x : xs) x = mx::reshape(mx::transpose(x, perm), flat);
+  for (auto& x : xs) x = reshape_if_needed(transpose_if_needed(x, perm), flat);
   int last = static_cast<int>(flat.size()) - 1;
   int n = xs[0].shape(last);
   auto cut = [&](const mx::array& x, int start, int stop, int step) {
@@ -94,6 +96,91 @@ Arrays tree_reduce(const RegionProgram& body, RunState& st, Arrays xs, const Arr
   Arrays out = body.run_batched(st, args);
   for (size_t i = 0; i < k; ++i) out[i] = mx::broadcast_to(out[i], out_shape);
   return out;
+}
+
+// JAX's argmax/argmin: a reduce of (values, indices) along one dimension
+// whose body, with params (va, ia, vb, ib), is
+//   pick  = compare(va, vb, GT|LT) or compare(va, va, NE)       (NaN wins)
+//   pickI = pick or (compare(va, vb, EQ) and compare(ia, ib, LT)) (ties: lower index)
+//   return select(pick, va, vb), select(pickI, ia, ib)
+// Returns +1 for argmax (GT), -1 for argmin (LT), 0 for any other body.
+int match_arg_reduce(const compiler::Region& body) {
+  if (body.params.size() != 4 || body.returns.size() != 2) return 0;
+  std::map<compiler::ValueId, const compiler::Instruction*> def;
+  for (const auto& inst : body.body)
+    if (inst.results.size() == 1) def[inst.results[0]] = &inst;
+  auto va = body.params[0], ia = body.params[1], vb = body.params[2], ib = body.params[3];
+  auto get = [&](compiler::ValueId v, Opcode op) -> const compiler::Instruction* {
+    auto it = def.find(v);
+    return it != def.end() && it->second->op == op && it->second->operands.size() ==
+                                   (op == Opcode::select ? 3u : 2u) ? it->second : nullptr;
+  };
+  auto dir = [](const compiler::Instruction* c) {
+    return c->attr_str("comparison_direction", "");
+  };
+  auto is_cmp = [&](compiler::ValueId v, compiler::ValueId a, compiler::ValueId b,
+                    const char* d) {
+    const auto* c = get(v, Opcode::compare);
+    return c && c->operands[0] == a && c->operands[1] == b && dir(c) == d;
+  };
+  // Either operand order of a commutative and/or.
+  auto pair = [&](compiler::ValueId v, Opcode op, auto&& first, auto&& second) {
+    const auto* i = get(v, op);
+    if (!i) return false;
+    auto x = i->operands[0], y = i->operands[1];
+    return (first(x) && second(y)) || (first(y) && second(x));
+  };
+  const auto* sv = get(body.returns[0], Opcode::select);
+  const auto* si = get(body.returns[1], Opcode::select);
+  if (!sv || !si || sv->operands[1] != va || sv->operands[2] != vb || si->operands[1] != ia ||
+      si->operands[2] != ib)
+    return 0;
+  auto pick = sv->operands[0];
+  int sign = 0;
+  auto order = [&](compiler::ValueId v) {
+    if (is_cmp(v, va, vb, "GT")) return (sign = 1), true;
+    if (is_cmp(v, va, vb, "LT")) return (sign = -1), true;
+    return false;
+  };
+  auto nan = [&](compiler::ValueId v) { return is_cmp(v, va, va, "NE"); };
+  if (!pair(pick, Opcode::or_, order, nan)) return 0;
+  auto is_pick = [&](compiler::ValueId v) { return v == pick; };
+  auto tie = [&](compiler::ValueId v) {
+    return pair(v, Opcode::and_, [&](compiler::ValueId e) { return is_cmp(e, va, vb, "EQ"); },
+                [&](compiler::ValueId l) { return is_cmp(l, ia, ib, "LT"); });
+  };
+  if (!pair(si->operands[0], Opcode::or_, is_pick, tie)) return 0;
+  return sign;
+}
+
+mx::array int_max_of(mx::Dtype dt) {
+  switch (dt.size()) {
+    case 1: return mx::array(dt == mx::uint8 ? int64_t{255} : int64_t{127}, dt);
+    case 2: return mx::array(dt == mx::uint16 ? int64_t{65535} : int64_t{32767}, dt);
+    case 4:
+      return mx::array(dt == mx::uint32 ? int64_t{4294967295} : int64_t{2147483647}, dt);
+    default:
+      return dt == mx::uint64 ? mx::array(uint64_t{18446744073709551615ull}, dt)
+                              : mx::array(int64_t{9223372036854775807}, dt);
+  }
+}
+
+// The body's answer computed directly: the extreme value (any NaN beats
+// every number), the lowest index among the elements that reach it (XLA
+// assumes index order is the reduction order, as JAX's iota indices are),
+// and that element's value (so -0 vs +0 and NaN payloads are the chosen
+// element's). One reduction per step instead of log2(n) rounds of the body.
+Arrays arg_reduce(int sign, const mx::array& x, const mx::array& idx, int axis, bool is_float) {
+  mx::array m = sign > 0 ? mx::max(x, axis, true) : mx::min(x, axis, true);
+  mx::array cand = mx::equal(x, m);
+  if (is_float) {
+    mx::array nans = mx::isnan(x);
+    cand = mx::where(mx::any(nans, axis, true), nans, cand);
+  }
+  mx::array key = mx::where(cand, idx, int_max_of(idx.dtype()));
+  mx::array pos = mx::argmin(key, axis, true);
+  return {mx::squeeze(mx::take_along_axis(x, pos, axis), axis),
+          mx::squeeze(mx::take_along_axis(idx, pos, axis), axis)};
 }
 
 Kernel lower_reduce(LowerCtx& ctx) {
@@ -124,6 +211,26 @@ Kernel lower_reduce(LowerCtx& ctx) {
     return [k](RunState&, const Arrays& args) { return Arrays(args.begin(), args.begin() + k); };
   }
   auto combiner = k == 1 ? match_combiner(inst.regions.at(0), in.dtype) : std::nullopt;
+  // (Outputs with no elements take the general path: MLX's arg reductions
+  // refuse empty arrays.)
+  bool no_outputs = std::any_of(out.shape.begin(), out.shape.end(), [](int64_t d) { return d == 0; });
+  int arg = k == 2 && axes.size() == 1 && ctx.in(1).rank() == in.rank() && !no_outputs &&
+                    (compiler::is_float(in.dtype) || compiler::is_integer(in.dtype)) &&
+                    compiler::is_integer(ctx.in(1).dtype)
+                ? match_arg_reduce(inst.regions.at(0))
+                : 0;
+  if (arg != 0) {
+    // The init pair is folded in by one run of the body, as in tree_reduce.
+    auto body = ctx.lower_region(inst.regions.at(0));
+    int axis = axes[0];
+    bool is_float = compiler::is_float(in.dtype);
+    return [body, arg, axis, is_float, out_shape](RunState& st, const Arrays& args) {
+      Arrays r = arg_reduce(arg, args[0], args[1], axis, is_float);
+      Arrays folded = body->run_batched(st, {args[2], args[3], r[0], r[1]});
+      for (auto& a : folded) a = mx::broadcast_to(a, out_shape);
+      return folded;
+    };
+  }
   if (!combiner) {
     std::sort(axes.begin(), axes.end());
     auto body = ctx.lower_region(inst.regions.at(0));

@@ -39,23 +39,33 @@ Kernel lower_broadcast_in_dim(LowerCtx& ctx) {
   mx::Shape target = to_mlx_shape(out.shape);
   bool same = in.shape == out.shape && !need_transpose;
   if (same) return unary([](const mx::array& x) { return x; });
+  // broadcast_to aligns trailing dims as NumPy does: when the operand's dims
+  // land on the result's last dims in order (a scalar, a bias row), the
+  // reshape to `mid` would only add leading 1s, so it is left out.
+  size_t lead = mid.size() - dims.size();
+  bool trailing = !need_transpose &&
+                  std::all_of(mid.begin(), mid.begin() + lead, [](int32_t d) { return d == 1; });
+  for (size_t i = 0; trailing && i < dims.size(); ++i)
+    trailing = dims[i] == static_cast<int64_t>(lead + i);
+  if (trailing)
+    return unary([target](const mx::array& x) { return mx::broadcast_to(x, target); });
   return unary([order, need_transpose, mid, target](const mx::array& x) {
     mx::array y = need_transpose ? mx::transpose(x, order) : x;
-    y = mx::reshape(y, mid);
-    return mx::broadcast_to(y, target);
+    y = reshape_if_needed(y, mid);
+    return y.shape() == target ? y : mx::broadcast_to(y, target);
   });
 }
 
 Kernel lower_reshape(LowerCtx& ctx) {
   mx::Shape target = to_mlx_shape(ctx.out(0).shape);
-  return unary([target](const mx::array& x) { return mx::reshape(x, target); });
+  return unary([target](const mx::array& x) { return reshape_if_needed(x, target); });
 }
 
 Kernel lower_transpose(LowerCtx& ctx) {
   std::vector<int> perm = to_int_vector(ctx.inst().attr_ints("permutation"));
   if (static_cast<int64_t>(perm.size()) != ctx.in(0).rank())
     ctx.fail("permutation has ", perm.size(), " entries for ", ctx.in(0).str());
-  return unary([perm](const mx::array& x) { return mx::transpose(x, perm); });
+  return unary([perm](const mx::array& x) { return transpose_if_needed(x, perm); });
 }
 
 Kernel lower_slice(LowerCtx& ctx) {
