@@ -55,3 +55,28 @@ def test_chain_of_100_dependent_calls(pjrtx_device):
         v = np.tanh(v * np.float32(1.01) + np.float32(0.01))
     bound = 1.01**100 * 100 * 4 * np.finfo(np.float32).eps
     np.testing.assert_allclose(np.asarray(outs[-1]), v, rtol=0, atol=bound)
+
+
+def test_short_runs_after_a_long_one_become_ready_after_it(pjrtx_device):
+    # Short runs (after their first) are waited for on the executor itself
+    # when nothing else is pending; one that follows a long independent run
+    # must still not be marked ready before it.
+    n = 256
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    dx = jax.device_put(x, pjrtx_device)
+    small = jax.device_put(np.arange(8, dtype=np.float32), pjrtx_device)
+    f_slow, f_tiny = jax.jit(slow), jax.jit(lambda v: v + 1)
+    jax.block_until_ready(f_slow(dx))
+    for _ in range(5):  # several short runs: the tiny program is now known short
+        f_tiny(small).block_until_ready()
+    for _ in range(3):
+        long_out = f_slow(dx)
+        tiny_outs = [f_tiny(small) for _ in range(3)]
+        for t in tiny_outs:
+            t.block_until_ready()
+            assert long_out.is_ready()
+        np.testing.assert_array_equal(np.asarray(tiny_outs[-1]), np.arange(8, dtype=np.float32) + 1)
+    # And the tiny program alone, many times, with its values right each time.
+    for i in range(50):
+        np.testing.assert_array_equal(np.asarray(f_tiny(small)), np.arange(8, dtype=np.float32) + 1)

@@ -58,6 +58,11 @@ class LoadedExecutable {
   std::shared_ptr<const compiler::Plan> plan_;
   std::shared_ptr<backend::Program> program_;
   std::string fingerprint_;
+  // Microseconds the last run took from eval dispatch to ready: short runs
+  // are waited for on the executor when it has nothing else to do. Unknown
+  // before the first run, which is handed to the completion thread.
+  std::shared_ptr<std::atomic<int64_t>> last_wait_us_ =
+      std::make_shared<std::atomic<int64_t>>(int64_t{1} << 40);
   std::vector<compiler::TensorType> param_types_, output_types_;
   std::vector<bool> donors_;
   std::vector<Memory*> param_memories_, output_memories_;

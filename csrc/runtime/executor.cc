@@ -33,7 +33,14 @@ Executor::~Executor() {
   if (done_thread_.joinable()) done_thread_.join();
 }
 
+bool Executor::quiet() {
+  if (completions_in_flight_.load() != 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return tasks_.empty();
+}
+
 void Executor::complete(std::function<void()> task) {
+  completions_in_flight_.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(done_mu_);
     done_tasks_.push_back(std::move(task));
@@ -57,6 +64,7 @@ void Executor::completion_loop() {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[pjrtx] internal error on the completion thread: %s\n", e.what());
     }
+    completions_in_flight_.fetch_sub(1);
   }
 }
 

@@ -3,6 +3,7 @@
 // evaluation happens here, in the order tasks were posted.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -32,6 +33,12 @@ class Executor {
   // graph meanwhile, and outputs become ready in call order.
   void complete(std::function<void()> task);
 
+  // Nothing queued on either thread: a run that ends now cannot overtake
+  // an earlier one, and no task waits behind the executor. The executor
+  // then waits for a short run itself and marks it ready (one thread hop
+  // fewer than handing the wait to the completion thread).
+  bool quiet();
+
   // Runs f on the executor and waits for its result (exceptions propagate).
   // Runs inline when already on the executor thread.
   template <typename F>
@@ -60,6 +67,7 @@ class Executor {
   std::condition_variable done_cv_;
   std::deque<std::function<void()>> done_tasks_;
   bool done_stop_ = false;
+  std::atomic<int> completions_in_flight_{0};
   std::thread done_thread_;
 };
 
