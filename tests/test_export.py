@@ -87,3 +87,41 @@ def test_exported_svd_with_symbolic_rows_and_columns(pjrtx_device, cpu_device):
     assert got.shape == want.shape == (4,)
     tol = 6 * 4 * np.finfo(np.float32).eps * np.linalg.norm(a, 2)
     np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+
+
+def test_exported_solve_with_a_symbolic_batch(pjrtx_device, cpu_device):
+    # jnp.linalg.solve factors through lu_p (custom_call @LuDecomposition),
+    # whose results must carry their shapes for refinement to make them static.
+    a = _spd(5, batch=(3,))
+    rhs = np.random.default_rng(8).standard_normal((3, 5)).astype(np.float32)
+    b, = export.symbolic_shape("b")
+    f = lambda x, y: jnp.linalg.solve(x, y[..., None])[..., 0]
+    exp = _round_trip(f, jax.ShapeDtypeStruct((b, 5, 5), np.float32),
+                      jax.ShapeDtypeStruct((b, 5), np.float32))
+    assert "LuDecomposition" in exp.mlir_module()
+    got = np.asarray(exp.call(jax.device_put(a, pjrtx_device), jax.device_put(rhs, pjrtx_device)))
+    want = np.asarray(jax.jit(f)(jax.device_put(a, cpu_device), jax.device_put(rhs, cpu_device)))
+    # Backward-stable solve: relative error <= ~ n cond(A) eps per system.
+    cond = np.linalg.cond(a.astype(np.float64))[:, None]
+    scale = np.linalg.norm(want, axis=-1, keepdims=True)
+    assert np.all(np.abs(got - want) <= 4 * 5 * cond * np.finfo(np.float32).eps * scale)
+
+
+def test_exported_tridiagonal_solve_with_a_symbolic_batch(pjrtx_device, cpu_device):
+    rng = np.random.default_rng(9)
+    dl, du = (rng.uniform(-1, 1, (4, 6)).astype(np.float32) for _ in range(2))
+    d = (4 + rng.uniform(0, 1, (4, 6))).astype(np.float32)  # diagonally dominant
+    dl[:, 0] = 0
+    du[:, -1] = 0
+    rhs = rng.standard_normal((4, 6, 2)).astype(np.float32)
+    b, = export.symbolic_shape("b")
+    spec = jax.ShapeDtypeStruct((b, 6), np.float32)
+    f = jax.lax.linalg.tridiagonal_solve
+    exp = _round_trip(f, spec, spec, spec, jax.ShapeDtypeStruct((b, 6, 2), np.float32))
+    assert "pjrtx_tridiagonal_solve" in exp.mlir_module()
+    args = (dl, d, du, rhs)
+    got = np.asarray(exp.call(*(jax.device_put(x, pjrtx_device) for x in args)))
+    want = np.asarray(jax.jit(f)(*(jax.device_put(x, cpu_device) for x in args)))
+    # Diagonal dominance bounds cond(T) by (4 + 1) / (4 - 2); error ~ n cond eps |x|.
+    tol = 4 * 6 * 2.5 * np.finfo(np.float32).eps * np.abs(want).max()
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol)

@@ -22,6 +22,14 @@ class FrontendError(ValueError):
     pass
 
 
+def _flat(value):
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flat(v)]
+    if hasattr(value, "ravel"):
+        return list(value.ravel())
+    return [value]
+
+
 def _loc(op) -> str:
     s = str(op.location)
     return s if len(s) <= 300 else s[:297] + "..."
@@ -122,6 +130,13 @@ class _Walker:
         # control_dep orders an async collective (its future) before other
         # work: it may take a future, which stands for the values it carries.
         operands = self.ids_of(op.operands, op, futures_ok=attrs.get("call_target_name") == "control_dep")
+        # Under shape polymorphism a custom call carries its result shapes as
+        # extra i32 operands (JAX's `result_shapes`); once shape refinement
+        # has made the results static they say nothing a kernel needs.
+        shape_operands = attrs.pop("indices_of_shape_operands", None)
+        if shape_operands is not None and name == "stablehlo.custom_call":
+            drop = {int(i) for i in _flat(shape_operands)}
+            operands = [v for i, v in enumerate(operands) if i not in drop]
         regions = op.regions
         results = self.b.add_op(name, operands, result_types, attrs, loc, len(regions))
         for region in regions:

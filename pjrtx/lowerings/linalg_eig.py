@@ -15,6 +15,8 @@ from jax._src.interpreters import mlir
 from jax._src.lax import linalg as L
 from jax._src.lib.mlir.dialects import hlo
 
+from ._custom_call import custom_call
+
 PLATFORM = "pjrtx"
 
 
@@ -23,15 +25,7 @@ def _config(**flags) -> str:
 
 
 def _call(ctx, target, operand, avals, **flags):
-    types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in avals]
-    # Under shape polymorphism (jax.export with symbolic dims) the results
-    # carry their shapes as operands, so StableHLO's shape refinement can
-    # make them static before the program reaches the back end.
-    result_shapes = None
-    if not all(jax_core.is_constant_shape(a.shape) for a in avals):
-        result_shapes = [mlir.eval_dynamic_shape_as_tensor(ctx, a.shape) for a in avals]
-    op = mlir.custom_call(f"pjrtx_{target}", result_types=types, operands=[operand],
-                          backend_config=_config(**flags), result_shapes=result_shapes)
+    op = custom_call(ctx, f"pjrtx_{target}", avals, [operand], backend_config=_config(**flags))
     return list(op.results)
 
 

@@ -26,12 +26,13 @@ import numpy as np
 from jax._src.interpreters import mlir
 from jax._src.lax import linalg as L
 
+from ._custom_call import custom_call
+
 PLATFORM = "pjrtx"
 
 
 def _lu_lowering(ctx, operand):
-    types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out]
-    op = mlir.custom_call("LuDecomposition", result_types=types, operands=[operand])
+    op = custom_call(ctx, "LuDecomposition", ctx.avals_out, [operand])
     return list(op.results)
 
 
@@ -53,8 +54,7 @@ def _geqp3_lowering(ctx, a, jpvt, *, use_magma=None):
     p32 = p_aval.update(dtype=np.dtype(np.int32))
     if p_aval.dtype != p32.dtype:
         jpvt = mlir.convert_hlo(ctx, jpvt, p_aval, p32)
-    types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in (a_aval, p32, ctx.avals_out[2])]
-    r, p, taus = mlir.custom_call("pjrtx_geqp3", result_types=types, operands=[a, jpvt]).results
+    r, p, taus = custom_call(ctx, "pjrtx_geqp3", (a_aval, p32, ctx.avals_out[2]), [a, jpvt]).results
     if p_aval.dtype != p32.dtype:
         p = mlir.convert_hlo(ctx, p, p32, ctx.avals_out[1])
     return [r, p, taus]

@@ -13,13 +13,14 @@ from __future__ import annotations
 from jax._src.interpreters import mlir
 from jax._src.lax import linalg as L
 
+from ._custom_call import custom_call
+
 PLATFORM = "pjrtx"
 
 
 def _tridiagonal_solve_lowering(ctx, dl, d, du, b, *, perturb_singular):
-    types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out]
-    op = mlir.custom_call("pjrtx_tridiagonal_solve", result_types=types, operands=[dl, d, du, b],
-                          backend_config=f"perturb={int(bool(perturb_singular))}")
+    op = custom_call(ctx, "pjrtx_tridiagonal_solve", ctx.avals_out, [dl, d, du, b],
+                     backend_config=f"perturb={int(bool(perturb_singular))}")
     return list(op.results)
 
 
