@@ -457,3 +457,61 @@ def test_reduce_precision(dt):
 
     with x64_for(dt):
         check_bits(f, x)
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64], ids=name)
+def test_max_min_with_a_constant_operand(dt):
+    # max/min against a constant take a cheaper path (one compare and one
+    # select) when the constant holds no NaN and not both zeros; XLA's
+    # semantics must survive it: NaN from x propagates, -0 orders below +0
+    # on ties with a zero constant, either operand order. Mixed-zero and NaN
+    # constants take the general path.
+    nan, inf = np.nan, np.inf
+    x = np.array([nan, -nan, -0.0, 0.0, 1.0, -1.0, 2.5, -2.5, inf, -inf, 1e-3, -1e-3],
+                 np.float64).astype(dt)
+    consts = {
+        "pos_zero": np.zeros_like(x),
+        "neg_zero": np.full_like(x, -0.0),
+        "nonzero": np.full_like(x, 1.0),
+        "mixed_nonzero": np.array([1, -1, 2.5, -2.5, 3, 0.5, 2.5, -2.5, 7, -7, 1, -1],
+                                  np.float64).astype(dt),
+        "pos_zero_and_values": np.array([0, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 2],
+                                        np.float64).astype(dt),
+        "neg_zero_and_values": np.array([-0.0, -0.0, -0.0, -0.0, 1, -1, -0.0, 3, -0.0, -0.0,
+                                         -0.0, -0.0], np.float64).astype(dt),
+        "both_zeros": np.array([0.0, -0.0] * 6, np.float64).astype(dt),
+        "nan": np.full_like(x, nan),
+        "inf": np.full_like(x, inf),
+    }
+
+    def f(x):
+        out = {}
+        for k, c in consts.items():
+            out[f"max_{k}"] = lax.max(x, c)
+            out[f"max_{k}_first"] = lax.max(c, x)
+            out[f"min_{k}"] = lax.min(x, c)
+            out[f"min_{k}_first"] = lax.min(c, x)
+        out["relu"] = jax.nn.relu(x)
+        out["clip"] = jax.numpy.clip(x, -1.0, 2.0)
+        return out
+
+    with x64_for(dt):
+        check(f, x)
+
+
+def test_relu_is_two_primitives():
+    # The cheaper path is taken: relu (max(x, 0)) evaluates a compare and a
+    # select, not the general signed-zero guard (six primitives, one a view).
+    from pjrtx import _pjrtx
+    dev = jax.devices("pjrtx")[0]
+    f = jax.jit(jax.nn.relu)
+    x = jax.device_put(np.linspace(-1, 1, 64, dtype=np.float32), dev)
+    jax.block_until_ready(f(x))
+    _pjrtx.count_primitives(True)
+    try:
+        before = _pjrtx.primitives_evaluated()
+        jax.block_until_ready(f(x))
+        n = _pjrtx.primitives_evaluated() - before
+    finally:
+        _pjrtx.count_primitives(False)
+    assert n <= 2, n

@@ -266,3 +266,36 @@ def test_argmax_graph_does_not_grow_with_the_row_length():
         return n_prims
 
     assert count(8) == count(1024)
+
+
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.int32, np.uint8, np.bool_], ids=name)
+def test_reduce_over_size_one_dims(dt):
+    # Reducing only size-1 dims is a reshape on XLA:CPU: its simplifier
+    # assumes the init is the identity and never applies it (a -0 element
+    # stays -0, an init of 1 is not added). One jit per reduce, since XLA
+    # treats such a reduce differently inside a larger program.
+    if dt == np.bool_:
+        x = np.array([True, False, True, False, False, True]).reshape(2, 1, 3, 1)
+        inits = [("or", lax.bitwise_or, False), ("and", lax.bitwise_and, True),
+                 ("or_true", lax.bitwise_or, True), ("and_false", lax.bitwise_and, False)]
+    elif np.dtype(dt).kind == "f":
+        x = np.array([-0.0, 0.0, np.nan, -np.inf, 1.5, -2.0], np.float64).astype(dt).reshape(2, 1, 3, 1)
+        inits = [("add", lax.add, 0.0), ("add_negzero", lax.add, -0.0), ("add_one", lax.add, 1.0),
+                 ("mul", lax.mul, 1.0), ("max", lax.max, -np.inf), ("max_zero", lax.max, 0.0),
+                 ("min", lax.min, np.inf), ("min_negzero", lax.min, -0.0)]
+    else:
+        x = small_ints(dt, (2, 1, 3, 1), 3)
+        lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+        inits = [("add", lax.add, 0), ("add_two", lax.add, 2), ("mul", lax.mul, 1),
+                 ("max", lax.max, lo), ("min", lax.min, hi), ("max_one", lax.max, 1)]
+    for k, op, init in inits:
+        for dims in [(1,), (3,), (1, 3)]:
+            check(lambda v: {f"{k}_{dims}": lax.reduce(v, np.array(init, dt), op, dims)}, x)
+
+
+def test_float_sum_keeps_positive_zero():
+    # Sums of several negative zeros are +0 on XLA (the +0 init absorbs the
+    # sign), which pjrtx keeps although it folds the +0 init away.
+    x = np.full((3, 5), -0.0, np.float32)
+    check(lambda v: {"rows": v.sum(1), "cols": v.sum(0), "all": v.sum(),
+                     "pairs": v[:, :2].sum(1)}, x)

@@ -92,9 +92,11 @@ inline bool is_identity(const std::vector<int>& perm) {
   return true;
 }
 
-inline mx::array reshape_if_needed(const mx::array& x, const mx::Shape& shape) {
-  return x.shape() == shape ? x : mx::reshape(x, shape);
-}
+// x reshaped to `shape`: nothing when the shape is already right, and a
+// reshape of the array under a chain of reshape-like views (reshape,
+// squeeze, expand_dims, flatten, unflatten: all read elements in row-major
+// order), so reshape(reduce(...)) chains add at most one node (ops/views.cc).
+mx::array reshape_if_needed(const mx::array& x, const mx::Shape& shape);
 
 inline mx::array transpose_if_needed(const mx::array& x, const std::vector<int>& perm) {
   return is_identity(perm) ? x : mx::transpose(x, perm);

@@ -400,9 +400,55 @@ Kernel lower_atan2(LowerCtx& ctx) {
   return binary([](const mx::array& y, const mx::array& x) { return mx::arctan2(y, x); });
 }
 
+// max/min against a constant c (relu's max(x, 0), clamps written as
+// max/min): XLA's float max orders -0 below +0 and propagates NaN. With c
+// free of NaN, one comparison and one select give exactly that: a NaN x
+// fails every comparison and falls to x; a tie x == c matters only where c
+// is a zero, and the comparison picks the right zero when c holds one kind:
+//   max: where(x < c, c, x) if c has no +0, where(x <= c, c, x) if no -0
+//   min: where(x > c, c, x) if c has no -0, where(x >= c, c, x) if no +0
+// (two primitives where the general guard needs six, one of them a view
+// that MLX's compile cannot fuse). Returns nullopt when c does not qualify.
+std::optional<Kernel> max_min_with_constant(LowerCtx& ctx, bool is_max) {
+  DType t = elem(ctx);
+  if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16 && t != DType::kF64)
+    return std::nullopt;
+  int ci = -1;
+  std::optional<mx::array> c;
+  for (int i : {1, 0}) {
+    if ((c = ctx.constant_value(ctx.inst().operands[i]))) {
+      ci = i;
+      break;
+    }
+  }
+  if (!c) return std::nullopt;
+  mx::Device cpu = mx::Device::cpu;
+  mx::array zero = mx::equal(*c, mx::zeros_like(*c, cpu), cpu);
+  mx::array neg = mx::less(mx::view(*c, signed_of_width(compiler::dtype_bits(t)), cpu),
+                           mx::array(0, signed_of_width(compiler::dtype_bits(t))), cpu);
+  mx::array has_nan = mx::any(mx::isnan(*c, cpu), cpu);
+  mx::array has_pos_zero = mx::any(mx::logical_and(zero, mx::logical_not(neg, cpu), cpu), cpu);
+  mx::array has_neg_zero = mx::any(mx::logical_and(zero, neg, cpu), cpu);
+  for (mx::array* a : {&has_nan, &has_pos_zero, &has_neg_zero}) a->eval();
+  if (has_nan.item<bool>()) return std::nullopt;
+  bool pos = has_pos_zero.item<bool>(), negz = has_neg_zero.item<bool>();
+  if (pos && negz) return std::nullopt;
+  using Cmp = mx::array (*)(const mx::array&, const mx::array&, mx::StreamOrDevice);
+  // The comparison whose tie at c's kind of zero picks the zero XLA picks.
+  Cmp cmp = is_max ? (pos ? static_cast<Cmp>(mx::less_equal) : static_cast<Cmp>(mx::less))
+                   : (negz ? static_cast<Cmp>(mx::greater_equal) : static_cast<Cmp>(mx::greater));
+  int xi = 1 - ci;
+  return binary([cmp, ci, xi](const mx::array& a, const mx::array& b) {
+    const mx::array& x = xi == 0 ? a : b;
+    const mx::array& k = ci == 0 ? a : b;
+    return mx::where(cmp(x, k, {}), k, x);
+  });
+}
+
 Kernel lower_max(LowerCtx& ctx) {
   if (elem(ctx) == DType::kPred)
     return binary([](const mx::array& a, const mx::array& b) { return mx::logical_or(a, b); });
+  if (auto k = max_min_with_constant(ctx, true)) return *k;
   DType t = elem(ctx);
   return binary([t](const mx::array& a, const mx::array& b) { return ieee_maximum(a, b, t); });
 }
@@ -410,6 +456,7 @@ Kernel lower_max(LowerCtx& ctx) {
 Kernel lower_min(LowerCtx& ctx) {
   if (elem(ctx) == DType::kPred)
     return binary([](const mx::array& a, const mx::array& b) { return mx::logical_and(a, b); });
+  if (auto k = max_min_with_constant(ctx, false)) return *k;
   DType t = elem(ctx);
   return binary([t](const mx::array& a, const mx::array& b) { return ieee_minimum(a, b, t); });
 }

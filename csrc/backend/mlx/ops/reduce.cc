@@ -242,12 +242,26 @@ Kernel lower_reduce(LowerCtx& ctx) {
   mx::Dtype dt = to_mlx(out.dtype);
   Combiner c = *combiner;
   DType t = in.dtype;
-  return binary([c, axes, dt, t](const mx::array& x, const mx::array& init) {
-    mx::array r = reduce_with(c, x, axes, t);
+  // Reducing only size-1 dims is a reshape, and the init is not applied:
+  // XLA's simplifier makes the same reshape (it assumes the init is the
+  // body's identity), as for a reduce over no dims above.
+  int64_t reduced = 1;
+  for (int a : axes) reduced *= in.shape[a];
+  bool unit_dims = reduced == 1;
+  // Combining the result with an init that is the combiner's identity (max
+  // with -inf, min with +inf, int sum with 0, ...) changes no bit, so it is
+  // left out. For a float sum +0 is an identity only because the sum is
+  // never -0: MLX's reductions of two or more elements accumulate from +0.
+  // (is_identity reads a complex init by its real part: complex inits stay.)
+  auto init = ctx.constant_value(inst.operands[1]);
+  bool skip_init = unit_dims || (init && !compiler::is_complex(t) && is_identity(c, *init, t));
+  return binary([c, axes, dt, t, skip_init, unit_dims, out_shape](const mx::array& x,
+                                                                  const mx::array& init) {
+    mx::array r = unit_dims ? reshape_if_needed(x, out_shape) : reduce_with(c, x, axes, t);
     // sum/prod of narrow ints and bools come back widened: cast back (the
     // wrapped result is the same as accumulating in the narrow type).
     if (r.dtype() != dt) r = mx::astype(r, dt);
-    return combine(c, r, init, t);
+    return skip_init ? r : combine(c, r, init, t);
   });
 }
 
