@@ -207,3 +207,34 @@ def test_counted_loop_blocks_match(monkeypatch, tier, steps, pjrtx_device):
         for a, b in zip(got, eager):
             np.testing.assert_array_equal(a, b)
     assert_same(f, xs, w)
+
+
+def test_complex_constants_in_fused_segments(monkeypatch, pjrtx_device):
+    # mx::compile writes one-element constants into a fused kernel's source;
+    # MLX 0.32 prints complex ones with 7 digits and bare nan/inf (a kernel
+    # g++ cannot compile). Complex constants must reach fused kernels intact:
+    # a NaN fill (jnp.unique's canonicalisation), infinities, and values
+    # that need all 9 digits of a float.
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+    c_nan = np.complex64(complex(np.nan, 0.0))
+    c_inf = np.complex64(complex(np.inf, -np.inf))
+    c_fine = np.complex64(complex(0.1234567891, -3.3333333e-5))
+
+    def f(x):
+        bad = jnp.isnan(x)
+        return {"nan_fill": jnp.where(bad, c_nan, x),
+                "inf_fill": jnp.where(bad, c_inf, x),
+                "scaled": x * c_fine + c_fine,
+                "vector": x * jnp.asarray([c_fine], jnp.complex64)}
+
+    x = np.array([1 + 2j, np.nan, -3.5 + 0.25j, 0j, complex(np.nan, 1.0)], np.complex64)
+    got = run_on(pjrtx_device, f, x)
+    want = run_on(jax.devices("cpu")[0], f, x)
+    for k in want:
+        if k in ("nan_fill", "inf_fill"):  # selects: bit for bit
+            assert got[k].view(np.uint32).tolist() == want[k].view(np.uint32).tolist(), k
+        else:  # one complex multiply-add: a few ulps of |x||c| + |c|
+            bound = 8 * np.finfo(np.float32).eps * (np.abs(x) * abs(c_fine) + abs(c_fine))
+            ok = np.isnan(want[k]) | (np.abs(got[k] - want[k]) <= bound)
+            assert np.all(ok), (k, got[k], want[k])
+            assert np.array_equal(np.isnan(got[k]), np.isnan(want[k])), k

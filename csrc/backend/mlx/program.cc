@@ -317,7 +317,7 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
     for (size_t i = 0; i < values.size(); ++i)
       constants_.insert_or_assign(inst.results[i], values[i]);
     return Kernel([values, args = std::move(args), kernel](RunState& st, const Arrays&) {
-      return tracing_segment() ? kernel(st, args) : values;
+      return tracing_segment() ? kernel(st, trace_safe_constants(args)) : values;
     });
   }
   args.clear();
@@ -334,7 +334,9 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
   for (size_t i = 0; i < values.size(); ++i) constants_.insert_or_assign(inst.results[i], values[i]);
   cell->values = std::move(values);
   folded_.push_back({&inst, cell});
-  return Kernel([cell](RunState&, const Arrays&) { return cell->values; });
+  return Kernel([cell](RunState&, const Arrays&) {
+    return tracing_segment() ? trace_safe_constants(cell->values) : cell->values;
+  });
 }
 
 void Lowerer::release_unread_folds(const compiler::Plan& plan) {

@@ -81,6 +81,16 @@ struct TieredFunction {
 // Whether this thread is inside one of our mx::compile traces (a lowering
 // may then build a different, fusable graph for the same values).
 bool tracing_segment();
+// `a` as a traced segment may read it. mx::compile inlines a one-element
+// array that is not an input of the traced function into the fused kernel's
+// source, and MLX 0.32 prints a complex one as `complex64_t(re, im)` with 7
+// significant digits and bare `nan`/`inf` tokens: bits lost, and a kernel
+// that does not compile (jnp.unique on complex64 builds a complex NaN). So
+// complex one-element constants reach traces through a slice of a copy
+// (not fusable), which MLX passes to the fused kernel as an input; other
+// arrays come back as they are.
+mx::array trace_safe_constant(const mx::array& a);
+Arrays trace_safe_constants(const Arrays& as);
 struct TracingSegment {
   TracingSegment();
   ~TracingSegment();

@@ -9,6 +9,7 @@
 // float `maximum`) then cost one kernel launch per fused chain on Metal,
 // and no closure calls or result checks per step anywhere.
 #include <mlx/compile.h>
+#include <mlx/ops.h>
 
 #include <atomic>
 #include <set>
@@ -181,6 +182,19 @@ std::optional<Arrays> TieredFunction::call(Stage stage,
 }
 
 bool tracing_segment() { return g_tracing > 0; }
+
+mx::array trace_safe_constant(const mx::array& a) {
+  if (a.dtype() != mx::complex64 || a.size() != 1) return a;
+  mx::array flat = mx::reshape(a, {1});
+  return mx::reshape(mx::slice(mx::concatenate({flat, flat}, 0), {0}, {1}), a.shape());
+}
+
+Arrays trace_safe_constants(const Arrays& as) {
+  Arrays out;
+  out.reserve(as.size());
+  for (const auto& a : as) out.push_back(trace_safe_constant(a));
+  return out;
+}
 TracingSegment::TracingSegment() { ++g_tracing; }
 TracingSegment::~TracingSegment() { --g_tracing; }
 

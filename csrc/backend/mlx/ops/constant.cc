@@ -2,6 +2,8 @@
 // every run hands out that same (immutable) array. The array is a view of
 // the plan's bytes (which the pool in compiler/dense_pool.h shares between
 // plans), so a weight is held once, not in the plan and again in MLX.
+#include <optional>
+
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/constant_pool.h"
 #include "backend/mlx/transfer.h"
@@ -40,7 +42,16 @@ Kernel lower_constant(LowerCtx& ctx) {
     }
     return array_from_host(d.bytes.data(), t, nullptr);
   }();
-  return [value](RunState&, const Arrays&) { return Arrays{value}; };
+  // A complex splat is a broadcast of a one-element array (trace_safe_constant).
+  std::optional<mx::array> splat_elem;
+  if (d.splat && compiler::is_complex(t.dtype))
+    splat_elem = array_from_host(d.bytes.data(), {t.dtype, {}}, nullptr);
+  mx::Shape shape = to_mlx_shape(t.shape);
+  return [value, splat_elem, shape](RunState&, const Arrays&) {
+    if (!tracing_segment()) return Arrays{value};
+    if (splat_elem) return Arrays{mx::broadcast_to(trace_safe_constant(*splat_elem), shape)};
+    return Arrays{trace_safe_constant(value)};
+  };
 }
 
 }  // namespace
