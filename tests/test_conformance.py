@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from pjrtx.conformance import expectations, report, runner
@@ -273,3 +274,21 @@ def test_plan_splits_long_files_and_starts_the_longest_first(tmp_path):
     assert units[3:] == [("c.py", None), ("a.py", None)]
     (tmp_path / "d.txt").write_text("# comment\na.py 12\nb.py 900 # big\n")
     assert runner.read_durations(tmp_path / "d.txt") == {"a.py": 12.0, "b.py": 900.0}
+
+
+def test_harness_limitations_follow_the_device_tags(monkeypatch):
+    # JAX marks bf16 svd unimplemented on ("cpu", "gpu") by name; the
+    # device under test "pjrtx", tagged cpu, must be limited the same way,
+    # while a harness nobody limits (f32 svd) still runs.
+    from jax._src.internal_test_util import test_harnesses as th
+
+    from pjrtx.conformance import pytest_plugin
+
+    monkeypatch.setattr(th.Harness, "filter", th.Harness.filter)
+    svd = [h for h in th.all_harnesses if h.group_name == "svd"]
+    bf16 = next(h for h in svd if np.dtype(h.dtype).name == "bfloat16")
+    f32 = next(h for h in svd if np.dtype(h.dtype) == np.float32)
+    assert bf16.filter(device_under_test="pjrtx")  # by name alone: not limited
+    pytest_plugin._harness_limitations_follow_tags({"pjrtx", "cpu"})
+    assert not bf16.filter(device_under_test="pjrtx")
+    assert f32.filter(device_under_test="pjrtx")
