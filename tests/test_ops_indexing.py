@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from oracle import assert_same, assert_same_mlir
+from oracle import assert_same, assert_same_mlir, run_on
 
 X = np.arange(24, dtype=np.float32).reshape(4, 6)
 STARTS = [-3, 0, 2, 5, 100]
@@ -198,3 +198,99 @@ def test_scatter_without_index_dims():
     none = np.zeros((0,), np.int32)
     assert_same(lambda x, i, u: (lax.scatter_min(x, i, u, dn), lax.scatter_add(x, i, u, dn),
                                  lax.scatter(x, i, u, dn)), x, none, u)
+
+
+# take_along_axis: one indexed axis, every other dim a batching dim. pjrtx
+# reads it with MLX's take_along_axis and writes its gradient (a scatter-add
+# of the same form) with scatter_add_axis; clamping and dropping as XLA does.
+AXIS_IDX = np.array([[0, 5, -1], [9, 2, -7], [3, 3, 3], [1, 0, 100]], np.int32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16, np.complex64, np.bool_])
+@pytest.mark.parametrize("mode", ["clip", "fill", None])
+def test_take_along_axis(dtype, mode):
+    x = (np.arange(4 * 6, dtype=np.float32).reshape(4, 6) % 5 - 2).astype(dtype)
+    assert_same(lambda x, i: dict(
+        axis1=jnp.take_along_axis(x, i, axis=1, mode=mode),
+        axis0=jnp.take_along_axis(x.T, i.T % 4, axis=0, mode=mode),
+        one_column=jnp.take_along_axis(x, i[:, :1], axis=1, mode=mode)), x, AXIS_IDX)
+
+
+@pytest.mark.parametrize("itype", [np.int8, np.uint8, np.int32, np.uint32])
+def test_take_along_axis_index_types_and_3d(itype):
+    x = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    i = np.array([0, 4, 7, 200, 1, 2]).astype(itype)
+    for axis, shape in [(0, (3, 3, 5)), (1, (2, 4, 5)), (2, (2, 3, 2))]:
+        idx = np.resize(i, shape)
+        assert_same(lambda x, i: jnp.take_along_axis(x, i, axis=axis, mode="clip"), x, idx)
+
+
+def test_take_along_axis_gradient_drops_out_of_range():
+    # The gradient scatters with mode fill: out-of-range indices add nothing.
+    x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6)
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+    g = jax.grad(lambda x, i: (jnp.take_along_axis(x, i, axis=1) * w).sum())
+    assert_same(g, x, AXIS_IDX)
+    assert_same(jax.grad(lambda x, i: (jnp.take_along_axis(x.T, i.T, axis=0) ** 2).sum()),
+                x, AXIS_IDX % 6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.complex64])
+def test_scatter_add_along_axis_keeps_the_operand_where_dropped(dtype):
+    # Out-of-range updates are dropped: the operand keeps every bit there,
+    # negative zeros and NaNs included, for add and for subtract.
+    x = np.array([[-0.0, 1, np.nan, -0.0], [2, -0.0, 3, 0.0]], np.float32).astype(dtype) \
+        if dtype != np.int32 else np.array([[0, 1, 5, -3], [2, 0, 3, 7]], np.int32)
+    u = np.array([[1, 2, 3], [4, 5, 6]]).astype(dtype)
+    i = np.array([[4, -1, 1], [9, 2, 2]], np.int32)
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(1,),
+                                     scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,),
+                                     scatter_indices_batching_dims=(0,))
+    mode = lax.GatherScatterMode.FILL_OR_DROP
+
+    def f(x, i, u):
+        return dict(add=lax.scatter_add(x, i[..., None], u, dn, mode=mode),
+                    sub=lax.scatter_sub(x, i[..., None], u, dn, mode=mode))
+
+    got = assert_same(f, x, i, u)
+    want = run_on(jax.devices("cpu")[0], f, x, i, u)
+    for k in got:
+        if np.dtype(dtype).kind in "fc":
+            parts = (np.real, np.imag) if np.dtype(dtype).kind == "c" else (np.asarray,)
+            for part in parts:
+                np.testing.assert_array_equal(np.signbit(part(got[k])), np.signbit(part(want[k])))
+
+
+def test_take_along_axis_is_one_gather_primitive():
+    # One GatherAxis and the index clamp, where a general batched gather
+    # needs an iota per batching dim, index slices and result views.
+    from pjrtx import _pjrtx
+    dev = jax.devices("pjrtx")[0]
+    dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(1,), start_index_map=(1,),
+                                    operand_batching_dims=(0,), start_indices_batching_dims=(0,))
+    f = jax.jit(lambda x, i: lax.gather(x, i[..., None], dn, (1, 1), mode="clip"))
+    x = jax.device_put(np.ones((128, 10), np.float32), dev)
+    i = jax.device_put(np.zeros((128, 1), np.int32), dev)
+    jax.block_until_ready(f(x, i))
+    _pjrtx.count_primitives(True)
+    try:
+        _pjrtx.primitive_histogram(reset=True)
+        jax.block_until_ready(f(x, i))
+        hist = _pjrtx.primitive_histogram(reset=True)
+    finally:
+        _pjrtx.count_primitives(False)
+    # The clamp's scalar bounds broadcast unless the segment is fused.
+    assert hist.get("GatherAxis") == 1, hist
+    assert set(hist) <= {"GatherAxis", "Minimum", "Maximum", "Broadcast"}, hist
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8])
+def test_one_dimensional_gather_and_scatter_add(dtype):
+    # x[i] and x.at[i].add(u) on a vector are the same one-axis form, with
+    # repeated, negative and out-of-range indices.
+    x = np.arange(7).astype(dtype)
+    i = np.array([0, 6, 2, 2, -1, 9, -9, 2], np.int32)
+    u = np.arange(1, 9).astype(dtype)
+    assert_same(lambda x, i, u: dict(get=x[i], clip=jnp.take(x, i, mode="clip"),
+                                     add=x.at[i].add(u), drop=x.at[i].add(u, mode="drop"),
+                                     sub=x.at[i % 7].subtract(u)), x, i, u)

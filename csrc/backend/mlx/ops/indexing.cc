@@ -6,7 +6,9 @@
 #include "backend/mlx/ops/indexing.h"
 
 #include <algorithm>
+#include <complex>
 #include <numeric>
+#include <optional>
 
 namespace pjrtx::backend {
 
@@ -214,6 +216,40 @@ mx::array batch_iota(const IndexPlan& p, int64_t pos) {
   return mx::broadcast_to(a, to_shape(p.batch_shape));
 }
 
+// JAX's take_along_axis (and its gradient's scatter-add) index one operand
+// dim `axis` with one index per element and make every other operand dim a
+// batching dim, in order: batch dim r of start_indices is operand dim r.
+// MLX does that in one GatherAxis / ScatterAxis, with no iotas, concatenation
+// or transposes. Returns the axis, or nothing for any other form.
+std::optional<int> along_axis(const IndexPlan& p, int64_t operand_rank,
+                              const std::vector<int64_t>& collapsed_or_inserted,
+                              const std::vector<int64_t>& offset_or_window_dims) {
+  if (p.index_map.size() != 1 || !offset_or_window_dims.empty()) return std::nullopt;
+  int64_t axis = p.index_map[0];
+  if (collapsed_or_inserted != std::vector<int64_t>{axis}) return std::nullopt;
+  if (static_cast<int64_t>(p.batch_shape.size()) != operand_rank ||
+      static_cast<int64_t>(p.batching_operand.size()) != operand_rank - 1)
+    return std::nullopt;
+  for (size_t i = 0; i < p.batching_operand.size(); ++i)
+    if (p.batching_operand[i] == axis || batch_pos(p, p.batching_indices[i]) != p.batching_operand[i])
+      return std::nullopt;
+  return static_cast<int>(axis);
+}
+
+// The single index component, shaped as the batch (a reshape: the index
+// vector dim, if present, has size 1).
+mx::array only_component(const IndexPlan& p, const mx::array& indices) {
+  return reshape_if_needed(indices, to_shape(p.batch_shape));
+}
+
+// x + identity == x for every x, -0 and NaN included: -0 for floats.
+mx::array add_identity(mx::Dtype dt) {
+  if (mx::issubdtype(dt, mx::complexfloating))
+    return mx::array(std::complex<float>(-0.0f, -0.0f), dt);
+  if (mx::issubdtype(dt, mx::floating)) return mx::astype(mx::array(-0.0f), dt);
+  return mx::zeros({}, dt);
+}
+
 // ---- gather -----------------------------------------------------------------
 
 Kernel lower_gather(LowerCtx& ctx) {
@@ -256,6 +292,15 @@ Kernel lower_gather(LowerCtx& ctx) {
   mx::Shape out_shape = to_mlx_shape(out.shape);
   mx::Dtype odt = to_mlx(out.dtype);
   bool empty = out.num_elements() == 0;
+  bool unit_slices = std::all_of(slice_sizes.begin(), slice_sizes.end(), [](int64_t s) { return s == 1; });
+  if (auto axis = unit_slices ? along_axis(p, operand.rank(), collapsed, offset_dims) : std::nullopt;
+      axis && !empty) {
+    int64_t top = operand.shape[*axis] - 1;
+    return binary([=](const mx::array& a, const mx::array& indices) {
+      mx::array i = clamp_index(only_component(p, indices), p.index_type, top);
+      return mx::take_along_axis(a, i, *axis);
+    });
+  }
   return binary([=](const mx::array& a, const mx::array& indices) {
     if (empty) return mx::zeros(out_shape, odt);
     std::vector<mx::array> idx;
@@ -405,6 +450,21 @@ Kernel lower_scatter(LowerCtx& ctx) {
   int64_t total = operand.num_elements();
   int nb = static_cast<int>(p.batch_shape.size());
   bool empty = updates.num_elements() == 0 || total == 0;
+  // A scatter-add along one axis (take_along_axis's gradient): windows that
+  // do not fit are dropped by adding the identity at a clamped index.
+  std::optional<int> axis;
+  if (kind == ScatterKind::kAdd || kind == ScatterKind::kSub)
+    axis = along_axis(p, operand.rank(), inserted, window_dims);
+  if (axis && !empty) {
+    int64_t top = operand.shape[*axis] - 1;
+    bool negate = kind == ScatterKind::kSub;
+    return [=](RunState&, const Arrays& args) {
+      mx::array raw = only_component(p, args[1]);
+      mx::array u = negate ? mx::negative(args[2]) : args[2];
+      u = mx::where(index_in_range(raw, p.index_type, top), u, add_identity(u.dtype()));
+      return Arrays{mx::scatter_add_axis(args[0], clamp_index(raw, p.index_type, top), u, *axis)};
+    };
+  }
   return [=](RunState& st, const Arrays& args) {
     Arrays operands(args.begin(), args.begin() + k);
     if (empty) return operands;
