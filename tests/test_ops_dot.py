@@ -156,3 +156,39 @@ def test_legacy_dot_op():
     check(f, m, v, n, rtol=1e-5, atol=1e-6)
     check(lambda a, b: dict(i=legacy_dot_p.bind(a, b)), sample(np.int32, (3, 4), 43),
           sample(np.int32, (4, 2), 44))
+
+
+def test_transpose_of_a_dot_is_the_swapped_dot():
+    # JAX's weight gradient is transpose(dot_general(g, x, [0] x [0])); the
+    # frontend runs it as dot_general(x, g): one transposed view, not three.
+    # With batch dims, several free dims, and a dot that has another use
+    # (then the transpose stays).
+    r = np.random.default_rng(3)
+    g, x = r.standard_normal((6, 5), np.float32), r.standard_normal((6, 7), np.float32)
+    dn = (((0,), (0,)), ((), ()))
+    f = lambda g, x: lax.transpose(lax.dot_general(g, x, dn), (1, 0))
+    assert_same(f, g, x, bound=sum_bound(f, g, x, terms=6))
+    a, b = r.standard_normal((2, 3, 4, 5), np.float32), r.standard_normal((2, 5, 6), np.float32)
+    bdn = (((3,), (1,)), ((0,), (0,)))
+    fb = lambda a, b: lax.transpose(lax.dot_general(a, b, bdn), (0, 3, 1, 2))
+    assert_same(fb, a, b, bound=sum_bound(fb, a, b, terms=5))
+    def both(g, x):
+        d = lax.dot_general(g, x, dn)
+        return jax.numpy.concatenate([d.ravel(), lax.transpose(d, (1, 0)).ravel()])
+    assert_same(both, g, x, bound=sum_bound(both, g, x, terms=6))
+    other_perm = lambda a, b: lax.transpose(lax.dot_general(a, b, bdn), (1, 0, 2, 3))
+    assert_same(other_perm, a, b, bound=sum_bound(other_perm, a, b, terms=5))
+
+    from pjrtx import _pjrtx
+    dev = jax.devices("pjrtx")[0]
+    jf = jax.jit(f)
+    args = jax.device_put((g, x), dev)
+    jax.block_until_ready(jf(*args))
+    _pjrtx.count_primitives(True)
+    try:
+        _pjrtx.primitive_histogram(reset=True)
+        jax.block_until_ready(jf(*args))
+        hist = _pjrtx.primitive_histogram(reset=True)
+    finally:
+        _pjrtx.count_primitives(False)
+    assert hist == {"Matmul": 1, "Transpose": 1}, hist

@@ -62,11 +62,48 @@ def _donated_args(f) -> list[int]:
     return out
 
 
+_DOT = "dot_dimension_numbers."
+
+
+def _swap_sides(attrs: dict) -> dict:
+    """dot_general attributes with lhs and rhs exchanged."""
+    out = {}
+    for k, v in attrs.items():
+        if k.startswith(_DOT + "lhs_"):
+            k = _DOT + "rhs_" + k[len(_DOT) + 4:]
+        elif k.startswith(_DOT + "rhs_"):
+            k = _DOT + "lhs_" + k[len(_DOT) + 4:]
+        out[k] = v
+    return out
+
+
 class _Walker:
     def __init__(self):
         self.b = _pjrtx.PlanBuilder()
         self.ids: dict = {}
         self.futures: dict = {}  # async_start's future -> the ids of its results
+        self.folded: set = set()  # transpose results already bound to a swapped dot
+
+    def transposed_dot(self, op, attrs):
+        """The transpose that is a dot_general's only use, when it puts the
+        rhs free dims before the lhs free dims (JAX's gradient of a weight,
+        dW = (g^T x)^T): then it is the dot with its operands swapped, which
+        MLX runs with one transposed view instead of three."""
+        if "algorithm" in attrs:
+            return None
+        uses = list(op.results[0].uses)
+        if len(uses) != 1 or uses[0].owner.name != "stablehlo.transpose":
+            return None
+        t = uses[0].owner
+        perm = list(_flat(self.attributes(t)["permutation"]))
+        lhs, rhs = ir.RankedTensorType(op.operands[0].type), ir.RankedTensorType(op.operands[1].type)
+        nb = len(_flat(attrs.get(_DOT + "lhs_batching_dimensions", [])))
+        nl = lhs.rank - nb - len(_flat(attrs.get(_DOT + "lhs_contracting_dimensions", [])))
+        nr = rhs.rank - nb - len(_flat(attrs.get(_DOT + "rhs_contracting_dimensions", [])))
+        if nl == 0 or nr == 0:
+            return None
+        swap = list(range(nb)) + list(range(nb + nl, nb + nl + nr)) + list(range(nb, nb + nl))
+        return t if perm == swap else None
 
     def ids_of(self, values, op, futures_ok=False) -> list[int]:
         out = []
@@ -120,6 +157,8 @@ class _Walker:
         loc = _loc(op)
         if name in _NO_OP and len(op.results) == 0:
             return
+        if name == "stablehlo.transpose" and op.results[0] in self.folded:
+            return
         if name in ("stablehlo.async_start", "stablehlo.async_done"):
             return self.async_op(op, loc)
         try:
@@ -130,6 +169,14 @@ class _Walker:
         # control_dep orders an async collective (its future) before other
         # work: it may take a future, which stands for the values it carries.
         operands = self.ids_of(op.operands, op, futures_ok=attrs.get("call_target_name") == "control_dep")
+        if name == "stablehlo.dot_general":
+            t = self.transposed_dot(op, attrs)
+            if t is not None:
+                results = self.b.add_op(name, operands[::-1], _types(t.results), _swap_sides(attrs),
+                                        loc, 0)
+                self.bind(t.results, results)
+                self.folded.add(t.results[0])
+                return
         # Under shape polymorphism a custom call carries its result shapes as
         # extra i32 operands (JAX's `result_shapes`); once shape refinement
         # has made the results static they say nothing a kernel needs.
