@@ -1,10 +1,12 @@
 """Shape and data-movement ops (ops/structural.cc) against XLA:CPU:
 broadcast_in_dim, reshape, transpose, slice, concatenate, reverse, iota.
 All of them move values without arithmetic, so every comparison is exact."""
+import jax
 import numpy as np
 import pytest
 from jax import lax
 
+from oracle import assert_same
 from test_ops_elementwise import FLOATS, INTS, check, name, x64_for
 
 ALL = [bool] + INTS + FLOATS + [np.complex64]
@@ -127,3 +129,28 @@ def test_constants(dt):
 
     with x64_for(dt):
         check(f)
+
+
+def test_transposes_of_transposes_compose():
+    # A transpose of a transpose is one transpose of the original (none when
+    # they cancel); values as on XLA:CPU, and the MLX primitives counted.
+    from pjrtx import _pjrtx
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    cases = {
+        "cancel": (lambda x: lax.transpose(lax.transpose(x, (1, 2, 0)), (2, 0, 1)), 0),
+        "compose": (lambda x: lax.transpose(lax.transpose(x, (1, 2, 0)), (1, 0, 2)) + 1, 2),
+    }
+    dev = jax.devices("pjrtx")[0]
+    xd = jax.device_put(x, dev)
+    for name, (f, prims) in cases.items():
+        assert_same(f, x)
+        jf = jax.jit(f)
+        jax.block_until_ready(jf(xd))
+        _pjrtx.count_primitives(True)
+        try:
+            before = _pjrtx.primitives_evaluated()
+            jax.block_until_ready(jf(xd))
+            n = _pjrtx.primitives_evaluated() - before
+        finally:
+            _pjrtx.count_primitives(False)
+        assert n == prims, (name, n)

@@ -98,8 +98,9 @@ inline bool is_identity(const std::vector<int>& perm) {
 // order), so reshape(reduce(...)) chains add at most one node (ops/views.cc).
 mx::array reshape_if_needed(const mx::array& x, const mx::Shape& shape);
 
-inline mx::array transpose_if_needed(const mx::array& x, const std::vector<int>& perm) {
-  return is_identity(perm) ? x : mx::transpose(x, perm);
-}
+// x transposed by `perm`: nothing for the identity, and one transpose of
+// the array under an earlier transpose (the two permutations composed), so
+// a layout change undone or redone by the next op adds at most one node.
+mx::array transpose_if_needed(const mx::array& x, const std::vector<int>& perm);
 
 }  // namespace pjrtx::backend::ops

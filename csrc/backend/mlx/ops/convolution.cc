@@ -102,8 +102,8 @@ mx::array conv(const ConvPlan& p, const mx::array& x, const mx::array& w) {
 
 // One real convolution in p.compute, laid out as the result.
 mx::array run_conv(const ConvPlan& p, const mx::array& a, const mx::array& b) {
-    mx::array x = mx::astype(mx::transpose(a, p.lhs_perm), p.compute);
-    mx::array w = mx::astype(mx::transpose(b, p.rhs_perm), p.compute);
+    mx::array x = mx::astype(transpose_if_needed(a, p.lhs_perm), p.compute);
+    mx::array w = mx::astype(transpose_if_needed(b, p.rhs_perm), p.compute);
     for (int axis : p.reversed) w = mx::flip(w, axis);
     if (p.batch_groups > 1) {
       // [N, S..., C] -> [G, N/G, S..., C] -> [N/G, S..., G, C] -> [N/G, S..., G*C]
@@ -134,7 +134,7 @@ mx::array run_conv(const ConvPlan& p, const mx::array& a, const mx::array& b) {
       q.explicit_pad = false;
       return mx::squeeze(conv(q, mx::expand_dims(x, 1), mx::expand_dims(w, 1)), 1);
     }();
-  return mx::transpose(y, p.out_perm);
+  return transpose_if_needed(y, p.out_perm);
 }
 
 Kernel lower_convolution(LowerCtx& ctx) {

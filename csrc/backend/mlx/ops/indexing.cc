@@ -471,7 +471,7 @@ Kernel lower_scatter(LowerCtx& ctx) {
     const mx::array& indices = args[k];
     Arrays us;
     for (size_t i = 0; i < k; ++i)
-      us.push_back(mx::reshape(mx::transpose(args[k + 1 + i], upd_perm), upd_shape));
+      us.push_back(mx::reshape(transpose_if_needed(args[k + 1 + i], upd_perm), upd_shape));
     std::vector<mx::array> idx;
     mx::array valid = mx::full(to_shape(p.batch_shape), true, mx::bool_);
     for (size_t c = 0; c < p.index_map.size(); ++c) {

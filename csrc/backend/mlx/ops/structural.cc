@@ -50,7 +50,7 @@ Kernel lower_broadcast_in_dim(LowerCtx& ctx) {
   if (trailing)
     return unary([target](const mx::array& x) { return mx::broadcast_to(x, target); });
   return unary([order, need_transpose, mid, target](const mx::array& x) {
-    mx::array y = need_transpose ? mx::transpose(x, order) : x;
+    mx::array y = need_transpose ? transpose_if_needed(x, order) : x;
     y = reshape_if_needed(y, mid);
     return y.shape() == target ? y : mx::broadcast_to(y, target);
   });

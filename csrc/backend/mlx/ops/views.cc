@@ -1,4 +1,4 @@
-// Reshapes that look through earlier reshape-like views (see common.h).
+// Reshapes and transposes that look through earlier views (see common.h).
 #include <cstring>
 
 #include <mlx/primitives.h>
@@ -27,6 +27,20 @@ mx::array reshape_if_needed(const mx::array& x, const mx::Shape& shape) {
   const mx::array* src = &x;
   while (is_row_major_view(*src)) src = &src->inputs()[0];
   return src->shape() == shape ? *src : mx::reshape(*src, shape);
+}
+
+mx::array transpose_if_needed(const mx::array& x, const std::vector<int>& perm) {
+  if (is_identity(perm)) return x;
+  if (x.has_primitive() && x.inputs().size() == 1 && x.siblings().empty() &&
+      std::strcmp(x.primitive().name(), "Transpose") == 0) {
+    // transpose(transpose(y, inner), perm) == transpose(y, inner[perm[i]]).
+    const auto inner = static_cast<const mx::Transpose&>(x.primitive()).state();
+    std::vector<int> composed(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) composed[i] = inner[perm[i]];
+    const mx::array& y = x.inputs()[0];
+    return is_identity(composed) ? y : mx::transpose(y, composed);
+  }
+  return mx::transpose(x, perm);
 }
 
 }  // namespace pjrtx::backend::ops
