@@ -261,9 +261,10 @@ def test_scatter_add_along_axis_keeps_the_operand_where_dropped(dtype):
                 np.testing.assert_array_equal(np.signbit(part(got[k])), np.signbit(part(want[k])))
 
 
-def test_take_along_axis_is_one_gather_primitive():
+def test_take_along_axis_is_one_gather_primitive(monkeypatch):
     # One GatherAxis and the index clamp, where a general batched gather
     # needs an iota per batching dim, index slices and result views.
+    monkeypatch.setenv("PJRTX_COMPILE", "never")  # count the eager graph
     from pjrtx import _pjrtx
     dev = jax.devices("pjrtx")[0]
     dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(1,), start_index_map=(1,),

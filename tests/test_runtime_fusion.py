@@ -238,3 +238,23 @@ def test_complex_constants_in_fused_segments(monkeypatch, pjrtx_device):
             ok = np.isnan(want[k]) | (np.abs(got[k] - want[k]) <= bound)
             assert np.all(ok), (k, got[k], want[k])
             assert np.array_equal(np.isnan(got[k]), np.isnan(want[k])), k
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, jnp.bfloat16])
+def test_negative_zero_constants_in_fused_segments(monkeypatch, pjrtx_device, dtype):
+    # MLX 0.32 prints a one-element -0.0 into a fused kernel's source as
+    # `-0`, an int literal that reads as +0. Selects, products and minima
+    # with -0 must keep the sign bit as on XLA:CPU.
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+    x = np.array([1.0, -2.0, 0.0, 3.0, -0.0], dtype)
+
+    def f(x):
+        return {"select": jnp.where(x > 0, x, jnp.asarray(-0.0, x.dtype)), "times": x * -0.0,
+                "plus": x + -0.0, "min": jnp.minimum(x, jnp.asarray(-0.0, x.dtype))}
+
+    got = run_on(pjrtx_device, f, x)
+    want = run_on(jax.devices("cpu")[0], f, x)
+    for k in want:
+        np.testing.assert_array_equal(np.asarray(got[k], np.float32), np.asarray(want[k], np.float32))
+        assert np.signbit(np.asarray(got[k], np.float32)).tolist() == \
+            np.signbit(np.asarray(want[k], np.float32)).tolist(), k

@@ -85,10 +85,11 @@ bool tracing_segment();
 // array that is not an input of the traced function into the fused kernel's
 // source, and MLX 0.32 prints a complex one as `complex64_t(re, im)` with 7
 // significant digits and bare `nan`/`inf` tokens: bits lost, and a kernel
-// that does not compile (jnp.unique on complex64 builds a complex NaN). So
-// complex one-element constants reach traces through a slice of a copy
-// (not fusable), which MLX passes to the fused kernel as an input; other
-// arrays come back as they are.
+// that does not compile (jnp.unique on complex64 builds a complex NaN); a
+// float -0 it prints as `-0`, an int literal that reads as +0. So complex
+// one-element constants and negative zeros reach traces through a slice of
+// a copy (not fusable), which MLX passes to the fused kernel as an input;
+// other arrays come back as they are.
 mx::array trace_safe_constant(const mx::array& a);
 Arrays trace_safe_constants(const Arrays& as);
 struct TracingSegment {

@@ -8,6 +8,7 @@
 // instead of calling our kernels. XLA's guard ops (e.g. ~6 MLX ops for a
 // float `maximum`) then cost one kernel launch per fused chain on Metal,
 // and no closure calls or result checks per step anywhere.
+#include <cmath>
 #include <mlx/compile.h>
 #include <mlx/ops.h>
 
@@ -183,8 +184,25 @@ std::optional<Arrays> TieredFunction::call(Stage stage,
 
 bool tracing_segment() { return g_tracing > 0; }
 
+namespace {
+// A one-element float array holding -0: MLX 0.32 streams it into kernel
+// source as `-0`, an int literal, so the fused kernel reads +0.
+bool negative_zero(const mx::array& a) {
+  if (a.size() != 1 || a.has_primitive() || !a.is_available()) return false;
+  double v;
+  switch (a.dtype()) {
+    case mx::float32: v = a.data<float>()[0]; break;
+    case mx::float64: v = a.data<double>()[0]; break;
+    case mx::float16: v = static_cast<float>(a.data<mx::float16_t>()[0]); break;
+    case mx::bfloat16: v = static_cast<float>(a.data<mx::bfloat16_t>()[0]); break;
+    default: return false;
+  }
+  return v == 0 && std::signbit(v);
+}
+}  // namespace
+
 mx::array trace_safe_constant(const mx::array& a) {
-  if (a.dtype() != mx::complex64 || a.size() != 1) return a;
+  if (a.size() != 1 || (a.dtype() != mx::complex64 && !negative_zero(a))) return a;
   mx::array flat = mx::reshape(a, {1});
   return mx::reshape(mx::slice(mx::concatenate({flat, flat}, 0), {0}, {1}), a.shape());
 }
