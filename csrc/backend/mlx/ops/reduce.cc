@@ -22,11 +22,14 @@ using compiler::Opcode;
 // +0, and -0 for min iff some element is -0.
 mx::array fix_zero_sign(Combiner c, const mx::array& x, const mx::array& r,
                         const std::vector<int>& axes, DType t) {
-  mx::array zero = mx::zeros_like(r);
+  // Scalars, not zeros_like (a Full node each); the signed zeros come from
+  // r itself (|r| and -|r| where r is a zero), as a fused kernel reads a -0
+  // constant as +0.
+  mx::array zero = mx::array(0.0f, x.dtype());
   mx::array neg = sign_bit(x, t);
   mx::array wanted = c == Combiner::kMax ? mx::logical_not(neg) : neg;
-  mx::array present = mx::any(mx::logical_and(mx::equal(x, mx::zeros_like(x)), wanted), axes, false);
-  mx::array pos_zero = zero, neg_zero = mx::negative(zero);
+  mx::array present = mx::any(mx::logical_and(mx::equal(x, zero), wanted), axes, false);
+  mx::array pos_zero = mx::abs(r), neg_zero = mx::negative(pos_zero);
   mx::array signed_zero = c == Combiner::kMax ? mx::where(present, pos_zero, neg_zero)
                                               : mx::where(present, neg_zero, pos_zero);
   return mx::where(mx::equal(r, zero), signed_zero, r);
