@@ -113,3 +113,21 @@ def assert_same_mlir(text, *args):
         assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
         np.testing.assert_array_equal(g, w)
     return got
+
+
+def primitives_per_call(f, *args) -> dict:
+    """The MLX primitives one call of jit(f) on pjrtx evaluates, by name
+    (pjrtx._pjrtx.primitive_histogram); the compile and first run are left
+    out. Callers pin PJRTX_COMPILE when they count a particular tier."""
+    from pjrtx import _pjrtx
+    dev = jax.devices("pjrtx")[0]
+    jf = jax.jit(f)
+    placed = [jax.device_put(a, dev) for a in args]
+    jax.block_until_ready(jf(*placed))
+    _pjrtx.count_primitives(True)
+    try:
+        _pjrtx.primitive_histogram(reset=True)
+        jax.block_until_ready(jf(*placed))
+        return _pjrtx.primitive_histogram(reset=True)
+    finally:
+        _pjrtx.count_primitives(False)

@@ -15,7 +15,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import mlir
 from jaxlib.mlir.dialects import stablehlo
 
-from oracle import assert_same, sum_bound
+from oracle import assert_same, primitives_per_call, sum_bound
 from test_ops_elementwise import check, name, x64_for
 
 RTOL = {np.float16: 2e-3, ml_dtypes.bfloat16: 1e-2, np.float32: 1e-5, np.float64: 1e-12,
@@ -180,16 +180,5 @@ def test_transpose_of_a_dot_is_the_swapped_dot(monkeypatch):
     other_perm = lambda a, b: lax.transpose(lax.dot_general(a, b, bdn), (1, 0, 2, 3))
     assert_same(other_perm, a, b, bound=sum_bound(other_perm, a, b, terms=5))
 
-    from pjrtx import _pjrtx
-    dev = jax.devices("pjrtx")[0]
-    jf = jax.jit(f)
-    args = jax.device_put((g, x), dev)
-    jax.block_until_ready(jf(*args))
-    _pjrtx.count_primitives(True)
-    try:
-        _pjrtx.primitive_histogram(reset=True)
-        jax.block_until_ready(jf(*args))
-        hist = _pjrtx.primitive_histogram(reset=True)
-    finally:
-        _pjrtx.count_primitives(False)
+    hist = primitives_per_call(f, g, x)
     assert hist == {"Matmul": 1, "Transpose": 1}, hist

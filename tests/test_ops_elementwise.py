@@ -20,7 +20,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import mlir
 from jaxlib.mlir.dialects import stablehlo
 
-from oracle import assert_same, run_on
+from oracle import assert_same, primitives_per_call, run_on
 
 SIGNED = [np.int8, np.int16, np.int32, np.int64]
 UNSIGNED = [np.uint8, np.uint16, np.uint32, np.uint64]
@@ -502,16 +502,5 @@ def test_max_min_with_a_constant_operand(dt):
 def test_relu_is_two_primitives():
     # The cheaper path is taken: relu (max(x, 0)) evaluates a compare and a
     # select, not the general signed-zero guard (six primitives, one a view).
-    from pjrtx import _pjrtx
-    dev = jax.devices("pjrtx")[0]
-    f = jax.jit(jax.nn.relu)
-    x = jax.device_put(np.linspace(-1, 1, 64, dtype=np.float32), dev)
-    jax.block_until_ready(f(x))
-    _pjrtx.count_primitives(True)
-    try:
-        before = _pjrtx.primitives_evaluated()
-        jax.block_until_ready(f(x))
-        n = _pjrtx.primitives_evaluated() - before
-    finally:
-        _pjrtx.count_primitives(False)
+    n = sum(primitives_per_call(jax.nn.relu, np.linspace(-1, 1, 64, dtype=np.float32)).values())
     assert n <= 2, n

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from oracle import assert_same, assert_same_mlir, run_on
+from oracle import assert_same, assert_same_mlir, primitives_per_call, run_on
 
 X = np.arange(24, dtype=np.float32).reshape(4, 6)
 STARTS = [-3, 0, 2, 5, 100]
@@ -231,8 +231,9 @@ def test_take_along_axis_gradient_drops_out_of_range():
     w = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
     g = jax.grad(lambda x, i: (jnp.take_along_axis(x, i, axis=1) * w).sum())
     assert_same(g, x, AXIS_IDX)
+    # Repeated indices add equal terms 2x, so any order gives the same sum.
     assert_same(jax.grad(lambda x, i: (jnp.take_along_axis(x.T, i.T, axis=0) ** 2).sum()),
-                x, AXIS_IDX % 6, rtol=1e-6)
+                x, AXIS_IDX % 6)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.complex64])
@@ -265,21 +266,10 @@ def test_take_along_axis_is_one_gather_primitive(monkeypatch):
     # One GatherAxis and the index clamp, where a general batched gather
     # needs an iota per batching dim, index slices and result views.
     monkeypatch.setenv("PJRTX_COMPILE", "never")  # count the eager graph
-    from pjrtx import _pjrtx
-    dev = jax.devices("pjrtx")[0]
     dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(1,), start_index_map=(1,),
                                     operand_batching_dims=(0,), start_indices_batching_dims=(0,))
-    f = jax.jit(lambda x, i: lax.gather(x, i[..., None], dn, (1, 1), mode="clip"))
-    x = jax.device_put(np.ones((128, 10), np.float32), dev)
-    i = jax.device_put(np.zeros((128, 1), np.int32), dev)
-    jax.block_until_ready(f(x, i))
-    _pjrtx.count_primitives(True)
-    try:
-        _pjrtx.primitive_histogram(reset=True)
-        jax.block_until_ready(f(x, i))
-        hist = _pjrtx.primitive_histogram(reset=True)
-    finally:
-        _pjrtx.count_primitives(False)
+    hist = primitives_per_call(lambda x, i: lax.gather(x, i[..., None], dn, (1, 1), mode="clip"),
+                               np.ones((128, 10), np.float32), np.zeros((128, 1), np.int32))
     # The clamp's scalar bounds broadcast unless the segment is fused.
     assert hist.get("GatherAxis") == 1, hist
     assert set(hist) <= {"GatherAxis", "Minimum", "Maximum", "Broadcast"}, hist

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from oracle import assert_same
+from oracle import assert_same, primitives_per_call
 from test_ops_elementwise import FLOATS, INTS, check, name, x64_for
 
 ALL = [bool] + INTS + FLOATS + [np.complex64]
@@ -135,23 +135,12 @@ def test_transposes_of_transposes_compose(monkeypatch):
     # A transpose of a transpose is one transpose of the original (none when
     # they cancel); values as on XLA:CPU, and the MLX primitives counted.
     monkeypatch.setenv("PJRTX_COMPILE", "never")  # count the eager graph
-    from pjrtx import _pjrtx
     x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
     cases = {
         "cancel": (lambda x: lax.transpose(lax.transpose(x, (1, 2, 0)), (2, 0, 1)), 0),
         "compose": (lambda x: lax.transpose(lax.transpose(x, (1, 2, 0)), (1, 0, 2)) + 1, 2),
     }
-    dev = jax.devices("pjrtx")[0]
-    xd = jax.device_put(x, dev)
     for name, (f, prims) in cases.items():
         assert_same(f, x)
-        jf = jax.jit(f)
-        jax.block_until_ready(jf(xd))
-        _pjrtx.count_primitives(True)
-        try:
-            before = _pjrtx.primitives_evaluated()
-            jax.block_until_ready(jf(xd))
-            n = _pjrtx.primitives_evaluated() - before
-        finally:
-            _pjrtx.count_primitives(False)
+        n = sum(primitives_per_call(f, x).values())
         assert n == prims, (name, n)

@@ -242,15 +242,13 @@ mx::array only_component(const IndexPlan& p, const mx::array& indices) {
   return reshape_if_needed(indices, to_shape(p.batch_shape));
 }
 
-// x + identity == x for every x, -0 and NaN included: -0 for floats. A
-// fused kernel reads a -0 constant as +0 (trace_safe_constant), so there
-// it is the negation of a +0 constant, computed in the kernel.
+// x + (-0) == x for every x, -0 and NaN included (0 for integers). -0 is
+// the negation of +0 at run time: a fused kernel reads a -0 constant as +0.
 mx::array add_identity(mx::Dtype dt) {
-  bool is_complex = mx::issubdtype(dt, mx::complexfloating);
-  if (!is_complex && !mx::issubdtype(dt, mx::floating)) return mx::array(0, dt);
-  float zero = tracing_segment() ? 0.0f : -0.0f;
-  mx::array z = is_complex ? mx::array(std::complex<float>(zero, zero), dt) : mx::array(zero, dt);
-  return tracing_segment() ? mx::negative(z) : z;
+  if (mx::issubdtype(dt, mx::complexfloating))
+    return mx::negative(mx::array(std::complex<float>(0.0f, 0.0f), dt));
+  if (mx::issubdtype(dt, mx::floating)) return mx::negative(mx::array(0.0f, dt));
+  return mx::array(0, dt);
 }
 
 // ---- gather -----------------------------------------------------------------
