@@ -258,3 +258,31 @@ def test_negative_zero_constants_in_fused_segments(monkeypatch, pjrtx_device, dt
         np.testing.assert_array_equal(np.asarray(got[k], np.float32), np.asarray(want[k], np.float32))
         assert np.signbit(np.asarray(got[k], np.float32)).tolist() == \
             np.signbit(np.asarray(want[k], np.float32)).tolist(), k
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, jnp.bfloat16])
+def test_max_min_of_signed_zeros_in_fused_segments(monkeypatch, pjrtx_device, dtype):
+    # XLA's max/min order -0 below +0 and propagate NaN. pjrtx settles ties
+    # of zeros by IEEE addition inside the fused kernel (no bit view): every
+    # pairing of +-0, NaN, +-inf and equal numbers must give XLA:CPU's bits
+    # (a NaN's sign aside: XLA:CPU's min(-x, NaN) is a NaN with the sign bit
+    # set, MLX's the NaN operand).
+    from test_ops_elementwise import float_bits
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+    vals = [0.0, -0.0, np.nan, np.inf, -np.inf, 1.5, -1.5]
+    a, b = (np.array(v, dtype) for v in zip(*[(p, q) for p in vals for q in vals]))
+
+    def f(ab):
+        a, b = ab[0], ab[1]
+        return {"max": jnp.maximum(a, b), "min": jnp.minimum(a, b),
+                "clamp": jnp.clip(a, b, jnp.maximum(a, b))}
+
+    x = np.stack([a, b])
+    got = run_on(pjrtx_device, f, x)
+    want = run_on(jax.devices("cpu")[0], f, x)
+    ut = float_bits(np.dtype(dtype))
+    for k in want:
+        nan = np.isnan(got[k].astype(np.float32)) & np.isnan(want[k].astype(np.float32))
+        bad = np.nonzero((got[k].view(ut) != want[k].view(ut)) & ~nan)[0]
+        assert bad.size == 0, (k, [(float(a[i]), float(b[i]), hex(int(got[k].view(ut)[i])),
+                                    hex(int(want[k].view(ut)[i]))) for i in bad[:6]])

@@ -55,14 +55,22 @@ inline mx::array sign_bit(const mx::array& x, DType t) {
 
 // XLA's float max/min order -0 below +0 (IEEE 754-2019 maximum/minimum) and
 // propagate NaN; MLX's maximum(+0, -0) returns -0 (it keeps b unless a > b).
-// Equal operands are the only case that needs the sign of zero.
+// Equal operands are the only case that needs the sign of zero, and for two
+// zeros IEEE addition gives it: a + b is -0 only when both are -0 (max),
+// -((-a) + (-b)) is +0 only when both are +0 (min). Arithmetic, not a bit
+// view of the operand, so MLX's compile fuses the whole guard into one
+// kernel (a view is a primitive of its own).
 inline mx::array ieee_maximum(const mx::array& a, const mx::array& b, DType t) {
   if (!compiler::is_float(t)) return mx::maximum(a, b);
-  return mx::where(mx::equal(a, b), mx::where(sign_bit(a, t), b, a), mx::maximum(a, b));
+  mx::array zero = mx::array(0.0f, a.dtype());
+  mx::array tie = mx::where(mx::equal(a, zero), mx::add(a, b), a);
+  return mx::where(mx::equal(a, b), tie, mx::maximum(a, b));
 }
 inline mx::array ieee_minimum(const mx::array& a, const mx::array& b, DType t) {
   if (!compiler::is_float(t)) return mx::minimum(a, b);
-  return mx::where(mx::equal(a, b), mx::where(sign_bit(a, t), a, b), mx::minimum(a, b));
+  mx::array zero = mx::array(0.0f, a.dtype());
+  mx::array tie = mx::where(mx::equal(a, zero), mx::negative(mx::add(mx::negative(a), mx::negative(b))), a);
+  return mx::where(mx::equal(a, b), tie, mx::minimum(a, b));
 }
 
 // complex64 from f32 real and imaginary parts, bit for bit: re + im * 1i
