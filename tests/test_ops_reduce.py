@@ -6,6 +6,7 @@ Float sums of many terms are accumulated in different orders (MLX: pairwise
 / vectorized; XLA: its own loop order), so f32 sums get rtol 1e-5; f16/bf16
 sums of exactly-representable small integers are compared exactly.
 """
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -299,3 +300,32 @@ def test_float_sum_keeps_positive_zero():
     x = np.full((3, 5), -0.0, np.float32)
     check(lambda v: {"rows": v.sum(1), "cols": v.sum(0), "all": v.sum(),
                      "pairs": v[:, :2].sum(1)}, x)
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16, np.float32], ids=name)
+def test_max_reduce_zero_sign_fixed_only_where_observable(monkeypatch, dt):
+    from oracle import primitives_per_call
+    monkeypatch.setenv("PJRTX_COMPILE", "never")
+    x = np.array([[-0.0, 0.0, -1.0, -0.0],
+                  [-0.0, -0.0, -2.0, -5.0],
+                  [0.0, -0.0, 1.0, 0.0],
+                  [3.0, -0.0, 0.0, 2.0],
+                  [-np.inf, -np.inf, -np.inf, 0.0]]).astype(dt)
+
+    # x - max is returned: the signs of its zeros follow the max's (XLA's
+    # max of +0 and -0 is +0, its min -0), so the reduces keep the fix.
+    def shifted(x):
+        return {"max": x - jnp.max(x, axis=1, keepdims=True),
+                "min": x - jnp.min(x, axis=1, keepdims=True)}
+
+    # JAX's softmax reads its max only through exp(x - max), where the sign
+    # of a zero cannot show: the frontend marks it, and MLX's max runs alone.
+    def softmax(x):
+        return {"softmax": jax.nn.softmax(x, axis=1)}
+
+    check(shifted, x)
+    eps = float(ml_dtypes.finfo(dt).eps)
+    check(softmax, x, rtol=8 * eps)
+    views = lambda h: sum(n for k, n in h.items() if k.startswith("View"))
+    assert views(primitives_per_call(shifted, x)) == 2  # one bit view per fix
+    assert views(primitives_per_call(softmax, x)) == 0

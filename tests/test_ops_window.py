@@ -99,3 +99,45 @@ def test_reduce_window_negative_padding_and_general_body():
     assert_same(lambda m: lax.reduce_window(m, 1.0, lambda a, b: a * jnp.abs(b), (1, 2, 1, 1),
                                             (1, 1, 1, 1), pad, base_dilation=(1, 2, 1, 1)), M,
                 rtol=1e-6)
+
+
+@pytest.mark.parametrize("window", [2, 3])
+@pytest.mark.parametrize("dt", [np.float32, jnp.bfloat16], ids=["f32", "bf16"])
+def test_sum_pool_gradient_repeats_the_cotangent(monkeypatch, window, dt):
+    # JAX's gradient of a sum pool whose stride is its window (avg_pool's)
+    # pads the cotangent (interior and edges window-1) and sums windows of
+    # it with stride 1. The frontend folds the pad into the window, whose
+    # every window then holds one element: the gradient is the cotangent
+    # repeated, plus the +0 init (-0 becomes +0, as on XLA:CPU). No slices.
+    from oracle import primitives_per_call
+    from test_ops_elementwise import check
+    monkeypatch.setenv("PJRTX_COMPILE", "never")
+    r = np.random.default_rng(window)
+    m = r.standard_normal((2, 4 * window, 4 * window, 3)).astype(dt)
+    w = r.standard_normal((2, 4, 4, 3)).astype(dt)
+    w[0, 0, :2] = -0.0
+    w[1, 2, 1] = np.inf
+
+    def grad(m, w):
+        dims = (1, window, window, 1)
+        return {"g": jax.grad(lambda m: (lax.reduce_window(m, np.zeros((), dt), lax.add,
+                                                           dims, dims, "VALID") * w).sum())(m)}
+
+    check(grad, m, w)
+    h = primitives_per_call(grad, m, w)
+    assert not any(k.startswith("Slice") for k in h), h
+
+
+def test_pad_folds_into_window_only_with_its_init():
+    # A pad by the window's init is the window's own padding (folded, then
+    # the general path with base dilation); a pad by another value is not.
+    def same(m):
+        p = lax.pad(m, 0.0, [(0, 0, 0), (2, 1, 1), (0, 2, 1), (0, 0, 0)])
+        return lax.reduce_window(p, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 1, 1), "VALID")
+
+    def other(m):
+        p = lax.pad(m, 1.0, [(0, 0, 0), (1, 1, 1), (1, 1, 1), (0, 0, 0)])
+        return lax.reduce_window(p, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID")
+
+    assert_same(same, M, bound=sum_bound(same, M, terms=9))
+    assert_same(other, M, bound=sum_bound(other, M, terms=4))

@@ -1,6 +1,7 @@
 """Walks an MLIR module (func + stablehlo) into a pjrtx PlanBuilder."""
 from __future__ import annotations
 
+import numpy as np
 from jaxlib.mlir import ir
 
 from pjrtx import _pjrtx
@@ -77,12 +78,104 @@ def _swap_sides(attrs: dict) -> dict:
     return out
 
 
+# Ops whose result holds their operand's elements unchanged: a zero keeps its sign.
+_SAME_ELEMENTS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape",
+                            "stablehlo.transpose"})
+
+
+def _is_splat(value, x: float) -> bool:
+    """Whether value is a constant, or a broadcast of one, whose every element is x."""
+    try:
+        op = value.owner
+        while op.name == "stablehlo.broadcast_in_dim":
+            op = op.operands[0].owner
+        if op.name != "stablehlo.constant":
+            return False
+        attr = ir.DenseFPElementsAttr(op.attributes["value"])
+    except (AttributeError, ValueError, TypeError):
+        return False  # a block argument, or not a float constant
+    return attr.is_splat and ir.FloatAttr(attr.get_splat_value()).value == x
+
+
+def zero_sign_free(value, depth: int = 0) -> bool:
+    """Whether no use of value can tell a -0 element from +0. JAX's softmax
+    is exp(x - max(-inf, reduce_max(x))): max with -inf and broadcasts pass
+    the zero on unchanged, and x - m differs between m = +0 and m = -0 only
+    in the sign of a zero result, which exp maps to 1 either way. A max or
+    min reduce whose result is sign-free needs no zero-sign fix."""
+    uses = list(value.uses)
+    if not uses or depth > 16:
+        return False
+    for use in uses:
+        op = use.owner
+        name = op.name
+        if name in _SAME_ELEMENTS:
+            ok = zero_sign_free(op.results[0], depth + 1)
+        elif name in ("stablehlo.maximum", "stablehlo.minimum"):
+            other = op.operands[1 - use.operand_number]
+            inf = float("-inf") if name == "stablehlo.maximum" else float("inf")
+            ok = _is_splat(other, inf) and zero_sign_free(op.results[0], depth + 1)
+        elif name == "stablehlo.subtract":
+            after = list(op.results[0].uses)
+            ok = bool(after) and all(u.owner.name == "stablehlo.exponential" for u in after)
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _scalar_constant(value):
+    """The value attribute's text of a scalar constant (JAX may pass it
+    through a rank-0 broadcast_in_dim), or None."""
+    try:
+        op = value.owner
+        while op.name == "stablehlo.broadcast_in_dim":
+            op = op.operands[0].owner
+        return str(op.attributes["value"]) if op.name == "stablehlo.constant" else None
+    except AttributeError:
+        return None  # a block argument
+
+
+def _same_constant(a, b) -> bool:
+    ca = _scalar_constant(a)
+    return a == b or (ca is not None and ca == _scalar_constant(b))
+
+
+def _window_of_pad(pad):
+    """The reduce_window that can take pad's padding as its own, or None.
+    reduce_window pads with its init value (edges, and base dilation as
+    interior padding), so a pad by the same value whose only use is the
+    window's operand is the window's own padding: one op, and the window
+    lowering sees which elements are real (JAX's gradient of avg_pool is a
+    pad then a sum window)."""
+    uses = list(pad.results[0].uses)
+    if len(uses) != 1 or uses[0].operand_number != 0:
+        return None
+    win = uses[0].owner
+    if win.name != "stablehlo.reduce_window" or len(win.operands) != 2:
+        return None
+    if not _same_constant(pad.operands[1], win.operands[1]):
+        return None
+    a = win.attributes
+    if "base_dilations" in a and any(int(x) != 1 for x in ir.DenseI64ArrayAttr(a["base_dilations"])):
+        return None
+    if "padding" in a and any(int(x) != 0 for x in ir.DenseIntElementsAttr(a["padding"])):
+        return None
+    p = pad.attributes
+    if any(int(x) < 0 for k in ("edge_padding_low", "edge_padding_high")
+           for x in ir.DenseI64ArrayAttr(p[k])):
+        return None
+    return win
+
+
 class _Walker:
     def __init__(self):
         self.b = _pjrtx.PlanBuilder()
         self.ids: dict = {}
         self.futures: dict = {}  # async_start's future -> the ids of its results
         self.folded: set = set()  # transpose results already bound to a swapped dot
+        self.pads: dict = {}  # pad result -> the pad op, folded into its reduce_window
 
     def transposed_dot(self, op, attrs):
         """The transpose that is a dot_general's only use, when it puts the
@@ -159,6 +252,9 @@ class _Walker:
             return
         if name == "stablehlo.transpose" and op.results[0] in self.folded:
             return
+        if name == "stablehlo.pad" and _window_of_pad(op) is not None:
+            self.pads[op.results[0]] = op
+            return
         if name in ("stablehlo.async_start", "stablehlo.async_done"):
             return self.async_op(op, loc)
         try:
@@ -168,7 +264,17 @@ class _Walker:
             raise FrontendError(f"{e} (in {name} at {loc})") from None
         # control_dep orders an async collective (its future) before other
         # work: it may take a future, which stands for the values it carries.
-        operands = self.ids_of(op.operands, op, futures_ok=attrs.get("call_target_name") == "control_dep")
+        values = list(op.operands)
+        pad = self.pads.get(values[0]) if name == "stablehlo.reduce_window" else None
+        if pad is not None:
+            values[0] = pad.operands[0]
+        operands = self.ids_of(values, op, futures_ok=attrs.get("call_target_name") == "control_dep")
+        if pad is not None:
+            lo, hi, interior = (list(_flat(A.convert(pad.attributes[k]))) for k in
+                                ("edge_padding_low", "edge_padding_high", "interior_padding"))
+            pairs = np.array([[a, b] for a, b in zip(lo, hi)], dtype=np.int64)
+            attrs["padding"] = _pjrtx.Dense("s64", [len(lo), 2], pairs.tobytes(), False)
+            attrs["base_dilations"] = [i + 1 for i in interior]
         if name == "stablehlo.dot_general":
             t = self.transposed_dot(op, attrs)
             if t is not None:
@@ -180,6 +286,8 @@ class _Walker:
         # Under shape polymorphism a custom call carries its result shapes as
         # extra i32 operands (JAX's `result_shapes`); once shape refinement
         # has made the results static they say nothing a kernel needs.
+        if name == "stablehlo.reduce" and len(op.results) == 1 and zero_sign_free(op.results[0]):
+            attrs["pjrtx.zero_sign_free"] = True
         shape_operands = attrs.pop("indices_of_shape_operands", None)
         if shape_operands is not None and name == "stablehlo.custom_call":
             drop = {int(i) for i in _flat(shape_operands)}

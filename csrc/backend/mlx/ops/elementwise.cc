@@ -3,6 +3,8 @@
 // INT_MIN/-1), shifts by >= the bit width (x86 masks the count), float
 // remainder (MLX's is Python's mod), sign(NaN), and integer power with a
 // negative exponent; the lowerings below emit the guards.
+#include <limits>
+
 #include "backend/mlx/ops/common.h"
 
 namespace pjrtx::backend {
@@ -431,13 +433,21 @@ std::optional<Kernel> max_min_with_constant(LowerCtx& ctx, bool is_max) {
   mx::array has_neg_zero = mx::any(mx::logical_and(zero, neg, cpu), cpu);
   for (mx::array* a : {&has_nan, &has_pos_zero, &has_neg_zero}) a->eval();
   if (has_nan.item<bool>()) return std::nullopt;
+  int xi = 1 - ci;
+  // max(x, -inf) and min(x, +inf) are x, NaN and signed zeros included
+  // (JAX's softmax takes max(-inf, max-reduce)): no primitive at all.
+  mx::array inf = mx::array(is_max ? -std::numeric_limits<double>::infinity()
+                                   : std::numeric_limits<double>::infinity(), c->dtype());
+  mx::array identity = mx::all(mx::equal(*c, inf, cpu), cpu);
+  identity.eval();
+  if (identity.item<bool>())
+    return binary([xi](const mx::array& a, const mx::array& b) { return xi == 0 ? a : b; });
   bool pos = has_pos_zero.item<bool>(), negz = has_neg_zero.item<bool>();
   if (pos && negz) return std::nullopt;
   using Cmp = mx::array (*)(const mx::array&, const mx::array&, mx::StreamOrDevice);
   // The comparison whose tie at c's kind of zero picks the zero XLA picks.
   Cmp cmp = is_max ? (pos ? static_cast<Cmp>(mx::less_equal) : static_cast<Cmp>(mx::less))
                    : (negz ? static_cast<Cmp>(mx::greater_equal) : static_cast<Cmp>(mx::greater));
-  int xi = 1 - ci;
   return binary([cmp, ci, xi](const mx::array& a, const mx::array& b) {
     const mx::array& x = xi == 0 ? a : b;
     const mx::array& k = ci == 0 ? a : b;

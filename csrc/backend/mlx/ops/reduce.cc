@@ -17,26 +17,39 @@ namespace {
 using namespace ops;
 using compiler::Opcode;
 
+// Set by the frontend (pjrtx/frontend/walker.py) on a reduce whose result's
+// zero sign no consumer can observe.
+constexpr const char* kSignFreeAttr = "pjrtx.zero_sign_free";
+
 // XLA's float max/min order -0 below +0; MLX's max/min reductions keep
 // whichever zero they meet. A zero result is +0 for max iff some element is
-// +0, and -0 for min iff some element is -0.
+// +0, and -0 for min iff some element is -0. Where the max is a zero, every
+// element is <= 0, and +0 is the only one whose sign bit is clear: so the
+// integer max of the bit patterns is >= 0 iff a +0 is there (for min, the
+// integer min is < 0 iff a -0 is). One integer reduction of a view, where
+// a flag per element would take a kernel more before its reduction.
 mx::array fix_zero_sign(Combiner c, const mx::array& x, const mx::array& r,
                         const std::vector<int>& axes, DType t) {
   // Scalars, not zeros_like (a Full node each); the signed zeros come from
   // r itself (|r| and -|r| where r is a zero), as a fused kernel reads a -0
   // constant as +0.
+  mx::Dtype it = signed_of_width(compiler::dtype_bits(t));
+  mx::array bits = mx::view(x, it);
+  mx::array izero = mx::array(0, it);
+  mx::array present = c == Combiner::kMax ? mx::greater_equal(mx::max(bits, axes, false), izero)
+                                          : mx::less(mx::min(bits, axes, false), izero);
   mx::array zero = mx::array(0.0f, x.dtype());
-  mx::array neg = sign_bit(x, t);
-  mx::array wanted = c == Combiner::kMax ? mx::logical_not(neg) : neg;
-  mx::array present = mx::any(mx::logical_and(mx::equal(x, zero), wanted), axes, false);
   mx::array pos_zero = mx::abs(r), neg_zero = mx::negative(pos_zero);
   mx::array signed_zero = c == Combiner::kMax ? mx::where(present, pos_zero, neg_zero)
                                               : mx::where(present, neg_zero, pos_zero);
   return mx::where(mx::equal(r, zero), signed_zero, r);
 }
 
-mx::array reduce_with(Combiner c, const mx::array& x, const std::vector<int>& axes, DType t) {
-  bool is_float = compiler::is_float(t);
+// sign_free: the frontend proved that no consumer can tell -0 from +0 in
+// the result (JAX's softmax: exp(x - max)), so MLX's max/min stand as they are.
+mx::array reduce_with(Combiner c, const mx::array& x, const std::vector<int>& axes, DType t,
+                      bool sign_free) {
+  bool is_float = compiler::is_float(t) && !sign_free;
   switch (c) {
     case Combiner::kAdd: return mx::sum(x, axes, false);
     case Combiner::kMul: return mx::prod(x, axes, false);
@@ -258,9 +271,10 @@ Kernel lower_reduce(LowerCtx& ctx) {
   // (is_identity reads a complex init by its real part: complex inits stay.)
   auto init = ctx.constant_value(inst.operands[1]);
   bool skip_init = unit_dims || (init && !compiler::is_complex(t) && is_identity(c, *init, t));
-  return binary([c, axes, dt, t, skip_init, unit_dims, out_shape](const mx::array& x,
-                                                                  const mx::array& init) {
-    mx::array r = unit_dims ? reshape_if_needed(x, out_shape) : reduce_with(c, x, axes, t);
+  bool sign_free = inst.attr_bool(kSignFreeAttr, false);
+  return binary([c, axes, dt, t, skip_init, unit_dims, out_shape, sign_free](const mx::array& x,
+                                                                             const mx::array& init) {
+    mx::array r = unit_dims ? reshape_if_needed(x, out_shape) : reduce_with(c, x, axes, t, sign_free);
     // sum/prod of narrow ints and bools come back widened: cast back (the
     // wrapped result is the same as accumulating in the narrow type).
     if (r.dtype() != dt) r = mx::astype(r, dt);

@@ -127,6 +127,43 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
     };
   }
 
+  // A window as wide as the base dilation, stride 1, padded by one less
+  // than the window on both sides: every window holds exactly one element,
+  // so the result repeats each element window-many times along such dims.
+  // JAX's gradient of a sum pool whose stride is its window (avg_pool) is
+  // this, once the frontend folds its pad into the window. One broadcast
+  // instead of a padded canvas and a slice per window offset.
+  if (combiner && in.num_elements() > 0) {
+    bool repeat = true, any = false;
+    mx::Shape expanded, tiled;
+    for (int64_t d = 0; d < rank && repeat; ++d) {
+      int64_t b = w.dims[d];
+      bool trivial = b == 1 && w.strides[d] == 1 && w.base_dil[d] == 1 && w.pad_lo[d] == 0 &&
+                     w.pad_hi[d] == 0;
+      bool rep = b > 1 && w.strides[d] == 1 && w.win_dil[d] == 1 && w.base_dil[d] == b &&
+                 w.pad_lo[d] == b - 1 && w.pad_hi[d] == b - 1 && out.shape[d] == in.shape[d] * b;
+      repeat = trivial || rep;
+      any |= rep;
+      expanded.push_back(static_cast<int32_t>(in.shape[d]));
+      tiled.push_back(static_cast<int32_t>(in.shape[d]));
+      if (rep) {
+        expanded.push_back(1);
+        tiled.push_back(static_cast<int32_t>(b));
+      }
+    }
+    if (repeat && any) {
+      Combiner c = *combiner;
+      DType t = in.dtype;
+      mx::Dtype dt = dts[0];
+      mx::Shape out_shape = to_mlx_shape(out.shape);
+      return binary([=](const mx::array& x, const mx::array& init) {
+        mx::array y = mx::reshape(mx::broadcast_to(mx::reshape(x, expanded), tiled), out_shape);
+        mx::array r = combine(c, mx::broadcast_to(init, out_shape), y, t);
+        return r.dtype() == dt ? r : mx::astype(r, dt);
+      });
+    }
+  }
+
   // General path: pad (edges + base dilation), then combine strided slices.
   // Negative padding crops the (dilated) input after the positive padding.
   mx::Shape spread(rank), padded(rank), place_start(rank), place_stop(rank), place_step(rank);
