@@ -329,3 +329,22 @@ def test_max_reduce_zero_sign_fixed_only_where_observable(monkeypatch, dt):
     views = lambda h: sum(n for k, n in h.items() if k.startswith("View"))
     assert views(primitives_per_call(shifted, x)) == 2  # one bit view per fix
     assert views(primitives_per_call(softmax, x)) == 0
+
+
+@pytest.mark.parametrize("dt", [np.float32, ml_dtypes.bfloat16, np.int32], ids=name)
+def test_keepdims_reduce_needs_no_reshape(monkeypatch, dt):
+    # JAX's keepdims is a reduce and a broadcast_in_dim that re-inserts the
+    # reduced dims; when that is every use, the reduce keeps its dims in MLX
+    # and the broadcast reads them with no reshape node.
+    from oracle import primitives_per_call
+    monkeypatch.setenv("PJRTX_COMPILE", "never")
+    x = np.random.default_rng(3).integers(-4, 5, (6, 5, 7)).astype(dt)
+
+    def f(x):
+        return {"centred": x - jnp.sum(x, axis=(0, 2), keepdims=True),
+                "scaled": x * jnp.max(x, axis=-1, keepdims=True),
+                "plain": jnp.sum(x, axis=-1)}  # no broadcast: MLX reduces without keepdims
+
+    check(f, x)  # small integers: every sum is exact in each dtype
+    h = primitives_per_call(f, x)
+    assert not any(k in ("Reshape", "ExpandDims") for k in h), h

@@ -125,6 +125,27 @@ def zero_sign_free(value, depth: int = 0) -> bool:
     return True
 
 
+def keepdims_uses(value, depth: int = 0) -> bool:
+    """Whether every use of a reduce's result re-inserts dims with a
+    broadcast_in_dim (JAX's keepdims, mean and softmax), possibly after a
+    max(-inf)/min(+inf), which the backend lowers to nothing: the backend
+    then keeps the reduced dims, and the broadcast needs no reshape."""
+    uses = list(value.uses)
+    if not uses or depth > 4:
+        return False
+    for use in uses:
+        op = use.owner
+        if op.name == "stablehlo.broadcast_in_dim":
+            continue
+        if op.name in ("stablehlo.maximum", "stablehlo.minimum"):
+            inf = float("-inf") if op.name == "stablehlo.maximum" else float("inf")
+            if _is_splat(op.operands[1 - use.operand_number], inf) and \
+                    keepdims_uses(op.results[0], depth + 1):
+                continue
+        return False
+    return True
+
+
 def _scalar_constant(value):
     """The value attribute's text of a scalar constant (JAX may pass it
     through a rank-0 broadcast_in_dim), or None."""
@@ -288,6 +309,8 @@ class _Walker:
         # has made the results static they say nothing a kernel needs.
         if name == "stablehlo.reduce" and len(op.results) == 1 and zero_sign_free(op.results[0]):
             attrs["pjrtx.zero_sign_free"] = True
+        if name == "stablehlo.reduce" and len(op.results) == 1 and keepdims_uses(op.results[0]):
+            attrs["pjrtx.keepdims_uses"] = True
         shape_operands = attrs.pop("indices_of_shape_operands", None)
         if shape_operands is not None and name == "stablehlo.custom_call":
             drop = {int(i) for i in _flat(shape_operands)}

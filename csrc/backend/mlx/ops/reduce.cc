@@ -20,6 +20,8 @@ using compiler::Opcode;
 // Set by the frontend (pjrtx/frontend/walker.py) on a reduce whose result's
 // zero sign no consumer can observe.
 constexpr const char* kSignFreeAttr = "pjrtx.zero_sign_free";
+// Set on a reduce whose every use is a broadcast_in_dim.
+constexpr const char* kKeepDimsAttr = "pjrtx.keepdims_uses";
 
 // XLA's float max/min order -0 below +0; MLX's max/min reductions keep
 // whichever zero they meet. A zero result is +0 for max iff some element is
@@ -29,15 +31,15 @@ constexpr const char* kSignFreeAttr = "pjrtx.zero_sign_free";
 // integer min is < 0 iff a -0 is). One integer reduction of a view, where
 // a flag per element would take a kernel more before its reduction.
 mx::array fix_zero_sign(Combiner c, const mx::array& x, const mx::array& r,
-                        const std::vector<int>& axes, DType t) {
+                        const std::vector<int>& axes, DType t, bool keep) {
   // Scalars, not zeros_like (a Full node each); the signed zeros come from
   // r itself (|r| and -|r| where r is a zero), as a fused kernel reads a -0
   // constant as +0.
   mx::Dtype it = signed_of_width(compiler::dtype_bits(t));
   mx::array bits = mx::view(x, it);
   mx::array izero = mx::array(0, it);
-  mx::array present = c == Combiner::kMax ? mx::greater_equal(mx::max(bits, axes, false), izero)
-                                          : mx::less(mx::min(bits, axes, false), izero);
+  mx::array present = c == Combiner::kMax ? mx::greater_equal(mx::max(bits, axes, keep), izero)
+                                          : mx::less(mx::min(bits, axes, keep), izero);
   mx::array zero = mx::array(0.0f, x.dtype());
   mx::array pos_zero = mx::abs(r), neg_zero = mx::negative(pos_zero);
   mx::array signed_zero = c == Combiner::kMax ? mx::where(present, pos_zero, neg_zero)
@@ -46,23 +48,24 @@ mx::array fix_zero_sign(Combiner c, const mx::array& x, const mx::array& r,
 }
 
 // sign_free: the frontend proved that no consumer can tell -0 from +0 in
-// the result (JAX's softmax: exp(x - max)), so MLX's max/min stand as they are.
+// the result (JAX's softmax: exp(x - max)), so MLX's max/min stand as they
+// are. keep: the reduced axes stay as size-1 dims (MLX's keepdims).
 mx::array reduce_with(Combiner c, const mx::array& x, const std::vector<int>& axes, DType t,
-                      bool sign_free) {
+                      bool sign_free, bool keep) {
   bool is_float = compiler::is_float(t) && !sign_free;
   switch (c) {
-    case Combiner::kAdd: return mx::sum(x, axes, false);
-    case Combiner::kMul: return mx::prod(x, axes, false);
+    case Combiner::kAdd: return mx::sum(x, axes, keep);
+    case Combiner::kMul: return mx::prod(x, axes, keep);
     case Combiner::kMax: {
-      mx::array r = mx::max(x, axes, false);
-      return is_float ? fix_zero_sign(c, x, r, axes, t) : r;
+      mx::array r = mx::max(x, axes, keep);
+      return is_float ? fix_zero_sign(c, x, r, axes, t, keep) : r;
     }
     case Combiner::kMin: {
-      mx::array r = mx::min(x, axes, false);
-      return is_float ? fix_zero_sign(c, x, r, axes, t) : r;
+      mx::array r = mx::min(x, axes, keep);
+      return is_float ? fix_zero_sign(c, x, r, axes, t, keep) : r;
     }
-    case Combiner::kAnd: return mx::all(x, axes, false);
-    case Combiner::kOr: return mx::any(x, axes, false);
+    case Combiner::kAnd: return mx::all(x, axes, keep);
+    case Combiner::kOr: return mx::any(x, axes, keep);
   }
   return x;
 }
@@ -272,13 +275,20 @@ Kernel lower_reduce(LowerCtx& ctx) {
   auto init = ctx.constant_value(inst.operands[1]);
   bool skip_init = unit_dims || (init && !compiler::is_complex(t) && is_identity(c, *init, t));
   bool sign_free = inst.attr_bool(kSignFreeAttr, false);
-  return binary([c, axes, dt, t, skip_init, unit_dims, out_shape, sign_free](const mx::array& x,
-                                                                             const mx::array& init) {
-    mx::array r = unit_dims ? reshape_if_needed(x, out_shape) : reduce_with(c, x, axes, t, sign_free);
+  // Every use re-inserts the reduced dims (JAX's keepdims: a broadcast_in_dim
+  // of the result): reduce with MLX's keepdims and reshape, so that the
+  // broadcast's reshape looks through to the keepdims array (no node) and
+  // the reshape here is never evaluated.
+  bool keep = inst.attr_bool(kKeepDimsAttr, false) && !unit_dims;
+  return binary([c, axes, dt, t, skip_init, unit_dims, out_shape, sign_free, keep](
+                    const mx::array& x, const mx::array& init) {
+    mx::array r = unit_dims ? reshape_if_needed(x, out_shape)
+                            : reduce_with(c, x, axes, t, sign_free, keep);
     // sum/prod of narrow ints and bools come back widened: cast back (the
     // wrapped result is the same as accumulating in the narrow type).
     if (r.dtype() != dt) r = mx::astype(r, dt);
-    return skip_init ? r : combine(c, r, init, t);
+    if (!skip_init) r = combine(c, r, init, t);
+    return keep ? mx::reshape(r, out_shape) : r;
   });
 }
 
