@@ -319,16 +319,31 @@ def test_max_reduce_zero_sign_fixed_only_where_observable(monkeypatch, dt):
                 "min": x - jnp.min(x, axis=1, keepdims=True)}
 
     # JAX's softmax reads its max only through exp(x - max), where the sign
-    # of a zero cannot show: the frontend marks it, and MLX's max runs alone.
+    # of a zero cannot show; log_softmax also through (x - max) - log(sum(
+    # exp(x - max))), which is never 0 where the max's sign could matter
+    # (zeros of both signs make the sum >= 2). The frontend marks both, and
+    # MLX's max runs alone.
     def softmax(x):
-        return {"softmax": jax.nn.softmax(x, axis=1)}
+        return {"softmax": jax.nn.softmax(x, axis=1), "log_softmax": jax.nn.log_softmax(x, axis=1)}
+
+    # The same expression with another array's max: y's row need not hold
+    # two exp(0) terms, the log can be 0, and a zero's sign shows (XLA's
+    # max of -0 and +0 is +0 in either order).
+    def other_rows(x, y):
+        v = y - jnp.max(x, axis=1, keepdims=True)
+        return {"other_rows": v - jnp.log(jnp.sum(jnp.exp(v), axis=1, keepdims=True))}
+
+    x2 = np.array([[-0.0, 0.0], [0.0, -0.0]]).astype(dt)
+    y2 = np.array([[-0.0, -100.0], [-0.0, -100.0]]).astype(dt)
 
     check(shifted, x)
+    check(other_rows, x2, y2)
     eps = float(ml_dtypes.finfo(dt).eps)
     check(softmax, x, rtol=8 * eps)
     views = lambda h: sum(n for k, n in h.items() if k.startswith("View"))
     assert views(primitives_per_call(shifted, x)) == 2  # one bit view per fix
     assert views(primitives_per_call(softmax, x)) == 0
+    assert views(primitives_per_call(other_rows, x2, y2)) == 1
 
 
 @pytest.mark.parametrize("dt", [np.float32, ml_dtypes.bfloat16, np.int32], ids=name)

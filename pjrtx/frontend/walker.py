@@ -97,12 +97,56 @@ def _is_splat(value, x: float) -> bool:
     return attr.is_splat and ir.FloatAttr(attr.get_splat_value()).value == x
 
 
-def zero_sign_free(value, depth: int = 0) -> bool:
-    """Whether no use of value can tell a -0 element from +0. JAX's softmax
-    is exp(x - max(-inf, reduce_max(x))): max with -inf and broadcasts pass
-    the zero on unchanged, and x - m differs between m = +0 and m = -0 only
-    in the sign of a zero result, which exp maps to 1 either way. A max or
-    min reduce whose result is sign-free needs no zero-sign fix."""
+def _monotonic_broadcast(op) -> bool:
+    """A broadcast_in_dim that keeps the operand's dims in order (no transpose)."""
+    dims = [int(d) for d in ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"])]
+    return dims == sorted(dims)
+
+
+def _reduce_dims(op) -> list:
+    return sorted(int(d) for d in ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+
+
+def _is_log_sum_exp_of(value, v, dims) -> bool:
+    """Whether value is log(reduce_add(exp(v), init >= 0)) over `dims`,
+    broadcast back without a transpose: JAX's log_softmax normaliser of
+    v = x - max(x), row for row (f16/bf16 sum in f32: float converts keep
+    a sum >= 2 at >= 2 and exp(0) at 1)."""
+    def through(value, names):
+        while True:
+            op = value.owner
+            if op.name not in names:
+                return value
+            if op.name == "stablehlo.broadcast_in_dim" and not _monotonic_broadcast(op):
+                return value
+            value = op.operands[0]
+    try:
+        log = through(value, {"stablehlo.broadcast_in_dim"}).owner
+        if log.name != "stablehlo.log":
+            return False
+        red = through(log.operands[0], {"stablehlo.broadcast_in_dim", "stablehlo.convert"}).owner
+        if red.name != "stablehlo.reduce" or len(red.operands) != 2 or _reduce_dims(red) != dims:
+            return False
+        body = [o.operation.name for o in red.regions[0].blocks[0].operations]
+        if body[:1] != ["stablehlo.add"] or not _is_splat(red.operands[1], 0.0):
+            return False
+        exp = through(red.operands[0], {"stablehlo.convert"}).owner
+        return exp.name == "stablehlo.exponential" and exp.operands[0] == v
+    except AttributeError:
+        return False  # a block argument
+
+
+def zero_sign_free(value, source=None, dims=None, plain: bool = True, depth: int = 0) -> bool:
+    """Whether no use of value, the result of a max/min reduce of `source`
+    over `dims`, can tell a -0 element from +0; then the reduce needs no
+    zero-sign fix. JAX's softmax is exp(x - max(-inf, reduce_max(x))): max
+    with -inf and broadcasts pass the zero on unchanged, and x - m differs
+    between m = +0 and m = -0 only in the sign of a zero result, which exp
+    maps to 1 either way. log_softmax also takes (x - m) - log(sum(exp(x -
+    m))): m's sign matters only when m is a zero and x's row holds zeros of
+    both signs, and then two terms of the sum are exp(0) = 1, so the log is
+    > 0 and no result is a zero. `plain`: m reaches here row for row (only
+    broadcasts that keep dims in order), which that argument needs."""
     uses = list(value.uses)
     if not uses or depth > 16:
         return False
@@ -110,14 +154,22 @@ def zero_sign_free(value, depth: int = 0) -> bool:
         op = use.owner
         name = op.name
         if name in _SAME_ELEMENTS:
-            ok = zero_sign_free(op.results[0], depth + 1)
+            keeps = name == "stablehlo.broadcast_in_dim" and _monotonic_broadcast(op)
+            ok = zero_sign_free(op.results[0], source, dims, plain and keeps, depth + 1)
         elif name in ("stablehlo.maximum", "stablehlo.minimum"):
             other = op.operands[1 - use.operand_number]
             inf = float("-inf") if name == "stablehlo.maximum" else float("inf")
-            ok = _is_splat(other, inf) and zero_sign_free(op.results[0], depth + 1)
+            ok = _is_splat(other, inf) and zero_sign_free(op.results[0], source, dims, plain,
+                                                          depth + 1)
         elif name == "stablehlo.subtract":
-            after = list(op.results[0].uses)
-            ok = bool(after) and all(u.owner.name == "stablehlo.exponential" for u in after)
+            v = op.results[0]
+            row_max = plain and use.operand_number == 1 and op.operands[0] == source
+            after = list(v.uses)
+            ok = bool(after) and all(
+                u.owner.name == "stablehlo.exponential"
+                or (row_max and u.owner.name == "stablehlo.subtract" and u.operand_number == 0
+                    and _is_log_sum_exp_of(u.owner.operands[1], v, dims))
+                for u in after)
         else:
             ok = False
         if not ok:
@@ -307,7 +359,8 @@ class _Walker:
         # Under shape polymorphism a custom call carries its result shapes as
         # extra i32 operands (JAX's `result_shapes`); once shape refinement
         # has made the results static they say nothing a kernel needs.
-        if name == "stablehlo.reduce" and len(op.results) == 1 and zero_sign_free(op.results[0]):
+        if name == "stablehlo.reduce" and len(op.results) == 1 and \
+                zero_sign_free(op.results[0], op.operands[0], _reduce_dims(op)):
             attrs["pjrtx.zero_sign_free"] = True
         if name == "stablehlo.reduce" and len(op.results) == 1 and keepdims_uses(op.results[0]):
             attrs["pjrtx.keepdims_uses"] = True
