@@ -2,6 +2,7 @@
 broadcast_in_dim, reshape, transpose, slice, concatenate, reverse, iota.
 All of them move values without arithmetic, so every comparison is exact."""
 import jax
+import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
@@ -144,3 +145,34 @@ def test_transposes_of_transposes_compose(monkeypatch):
         assert_same(f, x)
         n = sum(primitives_per_call(f, x).values())
         assert n == prims, (name, n)
+
+
+@pytest.mark.parametrize("dt", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+def test_gradient_of_a_split_is_one_concatenate(monkeypatch, dt):
+    # The gradient of slices that split an array (attention's q, k, v) is a
+    # sum of zero pads that tile the axis: one concatenate plus +0, which
+    # turns a -0 cotangent into +0 as XLA's adds do. Overlapping or gapped
+    # slices stay pads and adds.
+    from oracle import primitives_per_call
+    from test_ops_elementwise import check
+    monkeypatch.setenv("PJRTX_COMPILE", "never")
+    r = np.random.default_rng(11)
+    x = r.standard_normal((4, 9)).astype(dt)
+    w = r.standard_normal((3, 4, 3)).astype(dt)
+    w[1, 0, :] = -0.0
+
+    def grads(x, w):
+        def split(x):
+            q, k, v = x[:, :3], x[:, 3:6], x[:, 6:]
+            return (q * w[0]).sum() + (k * w[1]).sum() + (v * w[2]).sum()
+
+        def overlap(x):
+            return (x[:, :3] * w[0]).sum() + (x[:, 2:5] * w[1]).sum() + (x[:, 6:] * w[2]).sum()
+
+        return {"split": jax.grad(split)(x), "overlap": jax.grad(overlap)(x)}
+
+    check(grads, x, w)
+    h = primitives_per_call(lambda x, w: grads(x, w)["split"], x, w)
+    assert h.get("Concatenate") == 1 and "SliceUpdate" not in h, h
+    h = primitives_per_call(lambda x, w: grads(x, w)["overlap"], x, w)
+    assert "Concatenate" not in h, h

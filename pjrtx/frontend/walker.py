@@ -1,6 +1,8 @@
 """Walks an MLIR module (func + stablehlo) into a pjrtx PlanBuilder."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from jaxlib.mlir import ir
 
@@ -94,7 +96,11 @@ def _is_splat(value, x: float) -> bool:
         attr = ir.DenseFPElementsAttr(op.attributes["value"])
     except (AttributeError, ValueError, TypeError):
         return False  # a block argument, or not a float constant
-    return attr.is_splat and ir.FloatAttr(attr.get_splat_value()).value == x
+    if not attr.is_splat:
+        return False
+    v = ir.FloatAttr(attr.get_splat_value()).value
+    # A zero must have x's sign too (the bits, not only ==).
+    return v == x and math.copysign(1.0, v) == math.copysign(1.0, x)
 
 
 def _monotonic_broadcast(op) -> bool:
@@ -242,6 +248,57 @@ def _window_of_pad(pad):
     return win
 
 
+def _pad_tiling(root):
+    """(axis, pads ordered along it) when the add `root` sums, through adds
+    used once, pads by +0 (each used once, no interior padding) that all
+    pad the same one axis and whose operands tile it, one after another:
+    JAX's gradient of slices that split an array (attention's q, k, v).
+    That sum is the operands concatenated, plus +0 (every element meets at
+    least one +0 of another pad, which turns a -0 into +0). Else None."""
+    pads, shape = [], list(ir.RankedTensorType(root.results[0].type).shape)
+
+    def collect(v, top):
+        op = v.owner  # AttributeError for a block argument
+        if not top and len(list(v.uses)) != 1:
+            raise ValueError
+        if op.name == "stablehlo.add":
+            collect(op.operands[0], False)
+            collect(op.operands[1], False)
+        elif op.name == "stablehlo.pad" and not top:
+            pads.append(op)
+        else:
+            raise ValueError
+
+    try:
+        collect(root.results[0], True)
+        axis, spans = None, []
+        for pad in pads:
+            if not _is_splat(pad.operands[1], 0.0):
+                return None
+            lo, hi, interior = ([int(x) for x in ir.DenseI64ArrayAttr(pad.attributes[k])]
+                                for k in ("edge_padding_low", "edge_padding_high", "interior_padding"))
+            moved = [d for d in range(len(shape)) if lo[d] or hi[d]]
+            if any(interior) or len(moved) != 1 or (axis is not None and moved[0] != axis):
+                return None
+            axis = moved[0]
+            if lo[axis] < 0 or hi[axis] < 0:
+                return None
+            spans.append((lo[axis], shape[axis] - hi[axis], pad))
+    except (AttributeError, ValueError, TypeError):
+        return None
+    if len(spans) < 2:
+        return None
+    spans.sort(key=lambda t: t[0])
+    end = 0
+    for start, stop, _ in spans:
+        if start != end or stop <= start:
+            return None
+        end = stop
+    if end != shape[axis]:
+        return None
+    return axis, [p for _, _, p in spans]
+
+
 class _Walker:
     def __init__(self):
         self.b = _pjrtx.PlanBuilder()
@@ -249,6 +306,8 @@ class _Walker:
         self.futures: dict = {}  # async_start's future -> the ids of its results
         self.folded: set = set()  # transpose results already bound to a swapped dot
         self.pads: dict = {}  # pad result -> the pad op, folded into its reduce_window
+        self.tilings: dict = {}  # root add result -> (axis, pads): a concatenate
+        self.inside_tiling: set = set()  # pads and adds that a tiling's concatenate replaces
 
     def transposed_dot(self, op, attrs):
         """The transpose that is a dot_general's only use, when it puts the
@@ -270,6 +329,42 @@ class _Walker:
             return None
         swap = list(range(nb)) + list(range(nb + nl, nb + nl + nr)) + list(range(nb, nb + nl))
         return t if perm == swap else None
+
+    def find_tiling(self, pad) -> bool:
+        """From a pad, the adds above it (each the only use of the one
+        below); the highest whose sum is a tiling (_pad_tiling) becomes a
+        concatenate, and its pads and inner adds are not emitted."""
+        chain, v = [], pad.results[0]
+        while True:
+            uses = list(v.uses)
+            if len(uses) != 1 or uses[0].owner.name != "stablehlo.add":
+                break
+            chain.append(uses[0].owner)
+            v = chain[-1].results[0]
+        for root in reversed(chain):
+            tiling = _pad_tiling(root)
+            if tiling is None:
+                continue
+            self.tilings[root.results[0]] = tiling
+            stack = [root.operands[0], root.operands[1]]
+            while stack:
+                v = stack.pop()
+                self.inside_tiling.add(v)
+                if v.owner.name == "stablehlo.add":
+                    stack.extend([v.owner.operands[0], v.owner.operands[1]])
+            return pad.results[0] in self.inside_tiling
+        return False
+
+    def emit_tiling(self, op, loc):
+        axis, pads = self.tilings[op.results[0]]
+        types = _types(op.results)
+        parts = self.ids_of([p.operands[0] for p in pads], op)
+        cat = self.b.add_op("stablehlo.concatenate", parts, types, {"dimension": axis}, loc, 0)
+        dtype, shape = types[0]
+        _, npdt = A.element_info(ir.RankedTensorType(op.results[0].type).element_type)
+        zero = _pjrtx.Dense(dtype, list(shape), np.zeros(1, npdt).tobytes(), True)
+        z = self.b.add_op("stablehlo.constant", [], types, {"value": zero}, loc, 0)
+        self.bind(op.results, self.b.add_op("stablehlo.add", cat + z, types, {}, loc, 0))
 
     def ids_of(self, values, op, futures_ok=False) -> list[int]:
         out = []
@@ -328,6 +423,12 @@ class _Walker:
         if name == "stablehlo.pad" and _window_of_pad(op) is not None:
             self.pads[op.results[0]] = op
             return
+        if name in ("stablehlo.pad", "stablehlo.add") and op.results[0] in self.inside_tiling:
+            return
+        if name == "stablehlo.pad" and self.find_tiling(op):
+            return
+        if name == "stablehlo.add" and op.results[0] in self.tilings:
+            return self.emit_tiling(op, loc)
         if name in ("stablehlo.async_start", "stablehlo.async_done"):
             return self.async_op(op, loc)
         try:
