@@ -363,3 +363,14 @@ def test_keepdims_reduce_needs_no_reshape(monkeypatch, dt):
     check(f, x)  # small integers: every sum is exact in each dtype
     h = primitives_per_call(f, x)
     assert not any(k in ("Reshape", "ExpandDims") for k in h), h
+
+
+def test_argmax_is_one_mlx_arg_reduction(monkeypatch):
+    # JAX's argmax/argmin (iota indices, init (-inf/+inf, 0)) are MLX's
+    # argmax/argmin alone: MLX answers with the first NaN, else the lowest
+    # index of the extreme, as JAX's body does (values: the test above).
+    from oracle import primitives_per_call
+    monkeypatch.setenv("PJRTX_COMPILE", "never")
+    for f in (lambda v: jnp.argmax(v, 1), lambda v: jnp.argmin(v, 0)):
+        h = primitives_per_call(f, ARG_VALUES)
+        assert h.get("ArgReduce") == 1 and not {"Max", "Min", "Or", "GatherAxis"} & set(h), h

@@ -5,6 +5,7 @@
 // run the body as a pairwise tree. Reducing
 // over an empty dimension returns the init value broadcast (MLX's max/min
 // throw there).
+#include <limits>
 #include <algorithm>
 #include <map>
 
@@ -202,6 +203,33 @@ Arrays arg_reduce(int sign, const mx::array& x, const mx::array& idx, int axis, 
           mx::squeeze(mx::take_along_axis(idx, pos, axis), axis)};
 }
 
+// Whether v is a constant equal to 0, 1, ..., n-1 along `axis` (JAX's
+// iota operand of argmax/argmin), checked once at compile time.
+bool iota_along(LowerCtx& ctx, compiler::ValueId v, int axis) {
+  auto c = ctx.constant_value(v);
+  if (!c || axis >= static_cast<int>(c->ndim())) return false;
+  mx::Device cpu = mx::Device::cpu;
+  mx::Shape shape(c->ndim(), 1);
+  shape[axis] = c->shape(axis);
+  mx::array want = mx::reshape(mx::arange(c->shape(axis), mx::int64, cpu), shape, cpu);
+  mx::array same = mx::all(mx::equal(mx::astype(*c, mx::int64, cpu), want, cpu), cpu);
+  same.eval();
+  return same.item<bool>();
+}
+
+// Whether the init pair of an argmax (sign > 0) / argmin is (-inf / +inf, 0).
+bool argmax_init(LowerCtx& ctx, compiler::ValueId value, compiler::ValueId index, int sign) {
+  auto v = ctx.constant_value(value), i = ctx.constant_value(index);
+  if (!v || !i || v->size() != 1 || i->size() != 1) return false;
+  mx::array vd = mx::astype(mx::reshape(*v, {}, mx::Device::cpu), mx::float64, mx::Device::cpu);
+  mx::array id = mx::astype(mx::reshape(*i, {}, mx::Device::cpu), mx::int64, mx::Device::cpu);
+  vd.eval();
+  id.eval();
+  double want = sign > 0 ? -std::numeric_limits<double>::infinity()
+                         : std::numeric_limits<double>::infinity();
+  return vd.item<double>() == want && id.item<int64_t>() == 0;
+}
+
 Kernel lower_reduce(LowerCtx& ctx) {
   const auto& inst = ctx.inst();
   size_t k = ctx.num_out();
@@ -238,6 +266,24 @@ Kernel lower_reduce(LowerCtx& ctx) {
                     compiler::is_integer(ctx.in(1).dtype)
                 ? match_arg_reduce(inst.regions.at(0))
                 : 0;
+  if (arg != 0 && compiler::is_float(in.dtype) && iota_along(ctx, inst.operands[1], axes[0]) &&
+      argmax_init(ctx, inst.operands[2], inst.operands[3], arg)) {
+    // JAX's argmax/argmin: the indices are an iota along the axis and the
+    // init pair is (-inf or +inf, 0), which the body hands back every
+    // reduced pair unchanged. MLX's argmax/argmin answer with the first
+    // NaN, else the lowest index of the extreme, -0 and +0 equal: NumPy's
+    // rule, which is JAX's body (tested with NaN, ties and signed zeros).
+    // So MLX's answer is the index: one reduction, no keys, no fold.
+    int axis = axes[0];
+    mx::Dtype it = to_mlx(ctx.out(1).dtype);
+    mx::Shape idx_shape = to_mlx_shape(ctx.out(1).shape);
+    return [arg, axis, it, out_shape, idx_shape](RunState&, const Arrays& args) {
+      const mx::array& x = args[0];
+      mx::array pos = arg > 0 ? mx::argmax(x, axis, true) : mx::argmin(x, axis, true);
+      mx::array value = mx::reshape(mx::take_along_axis(x, pos, axis), out_shape);
+      return Arrays{value, mx::reshape(mx::astype(pos, it), idx_shape)};
+    };
+  }
   if (arg != 0) {
     // The init pair is folded in by one run of the body, as in tree_reduce.
     auto body = ctx.lower_region(inst.regions.at(0));
