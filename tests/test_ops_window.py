@@ -141,26 +141,3 @@ def test_pad_folds_into_window_only_with_its_init():
 
     assert_same(same, M, bound=sum_bound(same, M, terms=9))
     assert_same(other, M, bound=sum_bound(other, M, terms=4))
-
-
-@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32], ids=["f32", "f64", "i32"])
-@pytest.mark.parametrize("window", [(1, 2, 2, 1), (1, 3, 3, 1), (2, 1, 4, 1)], ids=str)
-def test_sum_pool_with_stride_of_window_is_a_reshaped_sum(monkeypatch, dt, window):
-    # avg_pool's window sum: a reshape and one sum over the window axes,
-    # in XLA:CPU's order (row-major over the window from the +0 init), so
-    # the bits are XLA's; rows past the last whole window are dropped (9
-    # rows, window 2).
-    from oracle import primitives_per_call
-    from test_ops_elementwise import x64_for
-    monkeypatch.setenv("PJRTX_COMPILE", "never")
-    m = np.random.default_rng(7).standard_normal((4, 9, 12, 3)) * 100
-    m = m.astype(dt)
-
-    def pool(m):
-        return lax.reduce_window(m, np.zeros((), dt), lax.add, window, window, "VALID")
-
-    with x64_for(dt):
-        assert_same(pool, m)  # exact: the same summation order
-        h = primitives_per_call(pool, m)
-    crop = any(n % w for n, w in zip(m.shape, window))  # one slice drops the rest
-    assert "Sum" in h and h.get("Slice", 0) == int(crop) and "SliceUpdate" not in h, h

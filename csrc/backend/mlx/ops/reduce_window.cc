@@ -15,7 +15,6 @@
 // once), through a mask of the real elements unless the init is the
 // body's identity.
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 
 #include "backend/mlx/ops/combiner.h"
@@ -160,51 +159,6 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
       return binary([=](const mx::array& x, const mx::array& init) {
         mx::array y = mx::reshape(mx::broadcast_to(mx::reshape(x, expanded), tiled), out_shape);
         mx::array r = combine(c, mx::broadcast_to(init, out_shape), y, t);
-        return r.dtype() == dt ? r : mx::astype(r, dt);
-      });
-    }
-  }
-
-  // Sum pools whose stride is their window (avg_pool), no padding or
-  // dilation, +0 init: a reshape that splits each pooled dim into (windows,
-  // window) and one sum over the window axes (2 nodes, where a slice per
-  // window offset took 4 for a 2x2 pool). MLX's CPU sum walks the window
-  // axes in row-major order from +0, XLA:CPU's window loop too: the same
-  // bits. f32/f64 and integers only: MLX sums f16/bf16 in f32 and rounds
-  // once, XLA rounds every step.
-  bool sum_dtype = in.dtype == DType::kF32 || in.dtype == DType::kF64 ||
-                   (compiler::is_integer(in.dtype) && in.dtype != DType::kPred);
-  if (combiner == Combiner::kAdd && k == 1 && sum_dtype && in.num_elements() > 0 &&
-      out.num_elements() > 0) {
-    auto init_value = ctx.constant_value(inst.operands[1]);
-    bool pos_zero_init = false;
-    if (init_value) {
-      mx::array v = mx::astype(*init_value, mx::float64, mx::Device::cpu);
-      v.eval();
-      double d = v.item<double>();
-      pos_zero_init = d == 0.0 && !std::signbit(d);
-    }
-    bool tiled = pos_zero_init;
-    mx::Shape crop(rank), split;
-    std::vector<int> axes;
-    for (int64_t d = 0; d < rank && tiled; ++d) {
-      int64_t b = w.dims[d];
-      tiled = w.base_dil[d] == 1 && w.pad_lo[d] == 0 && w.pad_hi[d] == 0 &&
-              (b == 1 ? w.strides[d] == 1 : w.strides[d] == b && w.win_dil[d] == 1) &&
-              out.shape[d] == in.shape[d] / b;
-      crop[d] = static_cast<int32_t>(out.shape[d] * b);
-      split.push_back(static_cast<int32_t>(out.shape[d]));
-      if (b > 1) {
-        split.push_back(static_cast<int32_t>(b));
-        axes.push_back(static_cast<int>(split.size()) - 1);
-      }
-    }
-    if (tiled && !axes.empty()) {
-      bool needs_crop = crop != to_mlx_shape(in.shape);
-      mx::Dtype dt = dts[0];
-      return binary([=](const mx::array& x, const mx::array&) {
-        mx::array y = needs_crop ? mx::slice(x, mx::Shape(rank, 0), crop) : x;
-        mx::array r = mx::sum(mx::reshape(y, split), axes, false);
         return r.dtype() == dt ? r : mx::astype(r, dt);
       });
     }
