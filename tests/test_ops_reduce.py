@@ -333,17 +333,31 @@ def test_max_reduce_zero_sign_fixed_only_where_observable(monkeypatch, dt):
         v = y - jnp.max(x, axis=1, keepdims=True)
         return {"other_rows": v - jnp.log(jnp.sum(jnp.exp(v), axis=1, keepdims=True))}
 
+    # And x's own max put back on the wrong rows (m[j] subtracted from
+    # row i): row 0's normaliser is log(1) = 0 while row 1's max is a zero
+    # of mixed signs, so the sign shows in row 0.
+    def crossed(x):
+        v = x - jnp.broadcast_to(jnp.max(x, axis=1), x.shape)
+        return {"crossed": v - jnp.log(jnp.sum(jnp.exp(v), axis=1, keepdims=True))}
+
     x2 = np.array([[-0.0, 0.0], [0.0, -0.0]]).astype(dt)
     y2 = np.array([[-0.0, -100.0], [-0.0, -100.0]]).astype(dt)
+    x3 = np.array([[-100.0, -0.0], [-0.0, 0.0]]).astype(dt)
 
     check(shifted, x)
     check(other_rows, x2, y2)
+    check(crossed, x3)
+    # exp is within ~2 ulps on each side (pjrtx: 1 + expm1, XLA: its own
+    # polynomial), then a 4-term sum and a divide or log, each one rounding:
+    # 8 ulps of the result type bounds the difference (f16/bf16 compute in
+    # f32 and round once).
     eps = float(ml_dtypes.finfo(dt).eps)
     check(softmax, x, rtol=8 * eps)
     views = lambda h: sum(n for k, n in h.items() if k.startswith("View"))
     assert views(primitives_per_call(shifted, x)) == 2  # one bit view per fix
     assert views(primitives_per_call(softmax, x)) == 0
     assert views(primitives_per_call(other_rows, x2, y2)) == 1
+    assert views(primitives_per_call(crossed, x3)) == 1
 
 
 @pytest.mark.parametrize("dt", [np.float32, ml_dtypes.bfloat16, np.int32], ids=name)

@@ -103,10 +103,15 @@ def _is_splat(value, x: float) -> bool:
     return v == x and math.copysign(1.0, v) == math.copysign(1.0, x)
 
 
-def _monotonic_broadcast(op) -> bool:
-    """A broadcast_in_dim that keeps the operand's dims in order (no transpose)."""
-    dims = [int(d) for d in ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"])]
-    return dims == sorted(dims)
+def _row_broadcast(op, dims) -> bool:
+    """A broadcast_in_dim that takes a reduce's result (over `dims`) back
+    row for row: the operand's dims land on the result dims outside `dims`
+    (the keepdims form), or, at equal rank, each on itself."""
+    bd = [int(d) for d in ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"])]
+    rank = ir.RankedTensorType(op.results[0].type).rank
+    if len(bd) == rank:
+        return bd == list(range(rank))
+    return bd == [d for d in range(rank) if d not in dims]
 
 
 def _reduce_dims(op) -> list:
@@ -123,7 +128,7 @@ def _is_log_sum_exp_of(value, v, dims) -> bool:
             op = value.owner
             if op.name not in names:
                 return value
-            if op.name == "stablehlo.broadcast_in_dim" and not _monotonic_broadcast(op):
+            if op.name == "stablehlo.broadcast_in_dim" and not _row_broadcast(op, dims):
                 return value
             value = op.operands[0]
     try:
@@ -152,7 +157,8 @@ def zero_sign_free(value, source=None, dims=None, plain: bool = True, depth: int
     m))): m's sign matters only when m is a zero and x's row holds zeros of
     both signs, and then two terms of the sum are exp(0) = 1, so the log is
     > 0 and no result is a zero. `plain`: m reaches here row for row (only
-    broadcasts that keep dims in order), which that argument needs."""
+    broadcasts that put each row's max back on that row), which that
+    argument needs."""
     uses = list(value.uses)
     if not uses or depth > 16:
         return False
@@ -160,7 +166,7 @@ def zero_sign_free(value, source=None, dims=None, plain: bool = True, depth: int
         op = use.owner
         name = op.name
         if name in _SAME_ELEMENTS:
-            keeps = name == "stablehlo.broadcast_in_dim" and _monotonic_broadcast(op)
+            keeps = name == "stablehlo.broadcast_in_dim" and _row_broadcast(op, dims)
             ok = zero_sign_free(op.results[0], source, dims, plain and keeps, depth + 1)
         elif name in ("stablehlo.maximum", "stablehlo.minimum"):
             other = op.operands[1 - use.operand_number]
