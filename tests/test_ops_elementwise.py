@@ -499,8 +499,34 @@ def test_max_min_with_a_constant_operand(dt):
         check(f, x)
 
 
-def test_relu_is_two_primitives():
-    # The cheaper path is taken: relu (max(x, 0)) evaluates a compare and a
-    # select, not the general signed-zero guard (six primitives, one a view).
-    n = sum(primitives_per_call(jax.nn.relu, np.linspace(-1, 1, 64, dtype=np.float32)).values())
-    assert n <= 2, n
+def test_max_min_with_a_broadcast_zero_on_a_large_array():
+    # relu on a conv activation: the zero is broadcast to more bytes than
+    # pjrtx folds eagerly (1 MiB), and the broadcast must still be seen as a
+    # constant. Every special value in every position class, both operand
+    # orders, both zeros, alone and inside a longer (fused) chain.
+    special = np.array([np.nan, -np.nan, -0.0, 0.0, 1.0, -1.0, np.inf, -np.inf, 1e-30, -1e-30],
+                       np.float32)
+    x = np.resize(special, (600, 1024))
+    x[::7] *= 3.0
+
+    def f(x):
+        return {"relu": jax.nn.relu(x),
+                "max_first": lax.max(jax.numpy.zeros_like(x), x),
+                "max_neg_zero": lax.max(x, jax.numpy.full_like(x, -0.0)),
+                "min_pos_zero": lax.min(x, jax.numpy.zeros_like(x)),
+                "min_neg_zero_first": lax.min(jax.numpy.full_like(x, -0.0), x),
+                "chain": jax.nn.relu(x * 2.0 + 1.0) - 0.5}
+
+    check(f, x)
+    for _ in range(3):  # past the tier's replay and fusion thresholds
+        check(f, x)
+
+
+def test_relu_is_one_maximum():
+    # The cheaper path is taken: relu (max(x, 0)) evaluates one MLX maximum,
+    # not the general signed-zero guard, on small and on large arrays (where
+    # the broadcast zero is a lazy view rather than a folded array).
+    for n in (64, 600 * 1024):
+        hist = primitives_per_call(jax.nn.relu, np.linspace(-1, 1, n, dtype=np.float32))
+        assert hist.get("Maximum") == 1, (n, hist)
+        assert set(hist) <= {"Maximum", "Broadcast"}, (n, hist)

@@ -291,10 +291,15 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
   }
   // A stablehlo.constant's array is a view of the plan's bytes (or a
   // broadcast scalar): folding it stores nothing new.
-  if (inst.op != Opcode::constant) {
+  // A broadcast_in_dim is a zero-stride view of its operand, whatever its
+  // shape: it is judged by the bytes it holds once evaluated, so relu's
+  // max(x, broadcast 0) on a large x still sees its constant.
+  const int64_t limit = std::max(kFoldAnyBytes, kFoldGrowth * in_bytes);
+  const bool view = inst.op == Opcode::broadcast_in_dim;
+  if (inst.op != Opcode::constant && !view) {
     int64_t out_bytes = 0;
     for (auto v : inst.results) out_bytes += plan_bytes(plan_.type(v));
-    if (out_bytes > std::max(kFoldAnyBytes, kFoldGrowth * in_bytes)) return std::nullopt;
+    if (out_bytes > limit) return std::nullopt;
   }
   RunState st;
   st.slots.resize(plan_.values.size());
@@ -304,6 +309,11 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
     mx::eval(values);
   } catch (const std::exception&) {
     return std::nullopt;  // the run reports it, with its context
+  }
+  if (view) {
+    int64_t held = 0;
+    for (const auto& v : values) held += held_bytes(v);
+    if (held > limit) return std::nullopt;
   }
   // A broadcast evaluates to a view with zero strides: handed to a traced
   // segment it would reach compiled kernels as a strided input (indexed

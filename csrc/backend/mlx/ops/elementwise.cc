@@ -409,8 +409,8 @@ Kernel lower_atan2(LowerCtx& ctx) {
 // is a zero, and the comparison picks the right zero when c holds one kind:
 //   max: where(x < c, c, x) if c has no +0, where(x <= c, c, x) if no -0
 //   min: where(x > c, c, x) if c has no -0, where(x >= c, c, x) if no +0
-// (two primitives where the general guard needs six, one of them a view
-// that MLX's compile cannot fuse). Returns nullopt when c does not qualify.
+// (one primitive, below, where the general guard needs five). Returns
+// nullopt when c does not qualify.
 std::optional<Kernel> max_min_with_constant(LowerCtx& ctx, bool is_max) {
   DType t = elem(ctx);
   if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16 && t != DType::kF64)
@@ -444,14 +444,19 @@ std::optional<Kernel> max_min_with_constant(LowerCtx& ctx, bool is_max) {
     return binary([xi](const mx::array& a, const mx::array& b) { return xi == 0 ? a : b; });
   bool pos = has_pos_zero.item<bool>(), negz = has_neg_zero.item<bool>();
   if (pos && negz) return std::nullopt;
-  using Cmp = mx::array (*)(const mx::array&, const mx::array&, mx::StreamOrDevice);
-  // The comparison whose tie at c's kind of zero picks the zero XLA picks.
-  Cmp cmp = is_max ? (pos ? static_cast<Cmp>(mx::less_equal) : static_cast<Cmp>(mx::less))
-                   : (negz ? static_cast<Cmp>(mx::greater_equal) : static_cast<Cmp>(mx::greater));
-  return binary([cmp, ci, xi](const mx::array& a, const mx::array& b) {
+  // MLX's maximum(a, b) is `isnan(a) ? a : (a > b ? a : b)` and minimum the
+  // same with < (CPU, Metal and CUDA kernels alike), so each select above is
+  // one maximum or minimum: x first where a tie must give c, c first where
+  // it must give x. One primitive, and MLX's eager where() with a scalar
+  // operand is a strided loop (3.7 ms for relu on f32[64,28,28,16] on the
+  // CPU, 0.19 ms as maximum).
+  const bool c_first = is_max ? negz : pos;
+  using Op = mx::array (*)(const mx::array&, const mx::array&, mx::StreamOrDevice);
+  Op op = is_max ? static_cast<Op>(mx::maximum) : static_cast<Op>(mx::minimum);
+  return binary([op, c_first, ci, xi](const mx::array& a, const mx::array& b) {
     const mx::array& x = xi == 0 ? a : b;
     const mx::array& k = ci == 0 ? a : b;
-    return mx::where(cmp(x, k, {}), k, x);
+    return c_first ? op(k, x, {}) : op(x, k, {});
   });
 }
 
