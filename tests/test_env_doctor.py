@@ -143,3 +143,76 @@ def test_bad_device_is_a_clear_error(platforms):
     assert "PJRTX_DEVICE must be 'auto', 'cpu' or 'gpu', got 'bogus'" in p.stderr
     assert re.search(r"^(RuntimeError|jax\.errors\.JaxRuntimeError|"
                      r"jaxlib\..*Error): ", p.stderr.splitlines()[-1]), p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "2000000"])
+def test_bad_spin_us_is_a_clear_error(value):
+    p = run(["-c", TINY_JIT], PJRTX_SPIN_US=value)
+    assert p.returncode > 0, (p.returncode, p.stderr)  # an exception, not a signal
+    assert f"PJRTX_SPIN_US must be a number of microseconds from 0 to 1000000, got '{value}'" \
+        in p.stderr, p.stderr[-2000:]
+
+
+# Host syncs inside a run (a while loop's predicate, a counted loop's
+# blocks, a case index, a trip count read from an argument) and a chain of
+# small calls whose results are read at once: the paths that poll for
+# results and keep MLX's CPU stream warm, against NumPy, with polling on
+# (a long budget) and off.
+SYNC_PATHS = textwrap.dedent("""
+    import os
+    os.environ.setdefault("JAX_PLATFORMS", "pjrtx,cpu")
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+    from jax._src import xla_bridge
+    if "pjrtx" not in xla_bridge._backend_factories:
+        from pjrtx import jax_plugin
+        jax_plugin.initialize()
+    dev = jax.devices("pjrtx")[0]
+    x = jax.device_put(np.arange(8, dtype=np.float32), dev)
+    counted = jax.jit(lambda x: lax.fori_loop(0, 100, lambda i, x: x * 0.5 + i, x))
+    until = jax.jit(lambda x: lax.while_loop(lambda x: x[0] < 1000, lambda x: x * 2 + 1, x))
+    branch = jax.jit(lambda i, x: lax.switch(i, [lambda x: x + 1, lambda x: x * 3], x))
+    trips = jax.jit(lambda n, x: lax.fori_loop(0, n, lambda i, x: x + 1, x))
+    step = jax.jit(lambda x: x * 0.999 + 0.001)
+    out = {"counted": counted(x), "until": until(x), "branch1": branch(1, x),
+           "branch0": branch(0, x), "trips": trips(37, x)}
+    y = x
+    for _ in range(200):
+        y = step(y)
+        y.block_until_ready()
+    out["chain"] = y
+    for k, v in out.items():
+        print("RESULT", k, np.asarray(v).tolist())
+""")
+
+
+@pytest.mark.parametrize("spin", ["0", "5000"])
+def test_results_with_and_without_polling(spin):
+    p = run(["-c", SYNC_PATHS], PJRTX_SPIN_US=spin)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = {m.group(1): np.array(eval(m.group(2)), np.float32)
+           for m in re.finditer(r"^RESULT (\w+) (.*)$", p.stdout, re.M)}
+    x = np.arange(8, dtype=np.float32)
+    want = {}
+    c = x.copy()
+    for i in range(100):
+        c = c * np.float32(0.5) + np.float32(i)
+    want["counted"] = c
+    u = x.copy()
+    while u[0] < 1000:
+        u = u * np.float32(2) + np.float32(1)
+    want["until"] = u
+    want["branch1"], want["branch0"] = x * np.float32(3), x + np.float32(1)
+    want["trips"] = x + np.float32(37)
+    y = x.copy()
+    for _ in range(200):
+        y = y * np.float32(0.999) + np.float32(0.001)
+    want["chain"] = y
+    assert got.keys() == want.keys()
+    for k in want:
+        # Each step rounds once per op in f32 on both sides; XLA and MLX may
+        # contract a*b+c into an FMA (one rounding fewer): allow one ulp of
+        # the running value per step.
+        steps = {"counted": 100, "until": 12, "chain": 200}.get(k, 1)
+        np.testing.assert_allclose(got[k], want[k], rtol=steps * 2 * np.finfo(np.float32).eps,
+                                   atol=0, err_msg=k)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "compiler/error.h"
+#include "runtime/spin.h"
 
 namespace pjrtx::runtime {
 
@@ -36,6 +37,11 @@ const std::vector<EnvVar>& env_vars() {
        "runs 1-2, so a program run once never waits for compilation; a replayed graph from "
        "run 3; fused kernels from run 65), always (fused from the first run) or never; read "
        "per compile"},
+      {"PJRTX_SPIN_US", "50",
+       "microseconds a waiting thread polls (yielding its core) before it blocks: the "
+       "executor for the next call and for a short run's result (loop predicates included), "
+       "block_until_ready for its result, and on MLX's CPU device MLX's CPU stream thread "
+       "after each run; 0 blocks at once (less CPU when calls are long or far apart)"},
       {"PJRTX_PRIORITY", "500",
        "JAX backend priority of the plugin (CPU is 0; the highest is the default backend)"},
   };
@@ -50,6 +56,19 @@ std::string env_string(const char* name) {
     throw_error(ErrorCode::kInternal, "pjrtx: ", name, " is not in the env table");
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string(it->default_value);
+}
+
+int64_t spin_us() {
+  static const int64_t us = [] {
+    std::string v = env_string("PJRTX_SPIN_US");
+    char* end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 0 || n > 1000000)
+      invalid_argument("pjrtx: PJRTX_SPIN_US must be a number of microseconds from 0 to "
+                       "1000000, got '", v, "'");
+    return static_cast<int64_t>(n);
+  }();
+  return us;
 }
 
 bool env_flag(const char* name) {

@@ -1,6 +1,7 @@
 #include "runtime/event.h"
 
 #include "runtime/profile.h"
+#include "runtime/spin.h"
 
 namespace pjrtx::runtime {
 
@@ -27,6 +28,7 @@ ErrorPtr Event::error() const {
 }
 
 ErrorPtr Event::await() const {
+  spin_until([this] { return done_flag_.load(std::memory_order_acquire); }, spin_us());
   std::unique_lock<std::mutex> lock(mu_);
   if (done_) return error_;
   // Only a real block is a wait in the profile.
@@ -53,6 +55,7 @@ void Event::complete(ErrorPtr error) {
     if (done_) return;  // first completion wins
     done_ = true;
     error_ = std::move(error);
+    done_flag_.store(true, std::memory_order_release);
     cbs.swap(callbacks_);
   }
   cv_.notify_all();

@@ -3,6 +3,7 @@
 // registering thread when it is already complete.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -38,6 +39,7 @@ class Event {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool done_ = false;
+  std::atomic<bool> done_flag_{false};  // done_, readable without the lock
   ErrorPtr error_;
   std::vector<Callback> callbacks_;
 };

@@ -3,10 +3,12 @@
 #include <algorithm>
 
 #include "backend/mlx/async_eval.h"
+#include "backend/mlx/device.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 
 #include "runtime/profile.h"
+#include "runtime/spin.h"
 #include "runtime/trace.h"
 
 namespace pjrtx::runtime {
@@ -140,6 +142,8 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       {
         ProfileScope phase("execute", "eval dispatch");
         eval = backend::eval_async(pending);
+        if (executor->device().device == mlx::core::Device::cpu)
+          backend::keep_cpu_stream_warm(spin_us());
       }
       // Set now, ready later: the next call on this executor may read them
       // lazily (its graph then waits for this one inside MLX).
@@ -165,6 +169,7 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
         ready.arg("executable", name);
       }
       try {
+        spin_until([&eval] { return eval.ready(); }, spin_us());
         eval.wait();
       } catch (const std::exception& e) {
         fail(e);

@@ -2,10 +2,12 @@
 
 #include <mlx/device.h>
 
+#include "backend/mlx/async_eval.h"
 #include "backend/mlx/device.h"
 #include "backend/mlx/host_callback.h"
 #include "compiler/error.h"
 #include "runtime/profile.h"
+#include "runtime/spin.h"
 
 #include <cstdio>
 
@@ -13,6 +15,7 @@ namespace pjrtx::runtime {
 
 Executor::Executor(const backend::DeviceChoice& device)
     : device_(std::make_unique<backend::DeviceChoice>(device)) {
+  backend::set_wait_spin_us(spin_us());
   thread_ = std::thread([this] { loop(); });
   done_thread_ = std::thread([this] { completion_loop(); });
 }
@@ -21,6 +24,7 @@ Executor::~Executor() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    pending_.fetch_add(1);
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -79,6 +83,7 @@ void Executor::post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back(std::move(task));
+    pending_.fetch_add(1);
   }
   cv_.notify_one();
 }
@@ -89,12 +94,16 @@ void Executor::loop() {
   profile_thread_name("pjrtx executor");
   for (;;) {
     std::function<void()> task;
+    // The next call usually arrives within microseconds of the last one
+    // finishing (a training loop, a chain of small calls).
+    spin_until([this] { return pending_.load(std::memory_order_acquire) > 0; }, spin_us());
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
       if (tasks_.empty()) return;  // stop requested and drained
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      pending_.fetch_sub(1);
     }
     try {
       task();

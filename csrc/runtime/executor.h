@@ -62,6 +62,9 @@ class Executor {
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   bool stop_ = false;
+  // tasks_.size() (and stop_ as one more), readable without the lock: the
+  // executor polls it for a while before it blocks (runtime/spin.h).
+  std::atomic<int> pending_{0};
   std::thread thread_;
   std::mutex done_mu_;
   std::condition_variable done_cv_;

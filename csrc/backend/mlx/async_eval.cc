@@ -1,11 +1,39 @@
 #include "backend/mlx/async_eval.h"
 
 #include <mlx/ops.h>
+#include <mlx/scheduler.h>
 #include <mlx/transforms.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "backend/mlx/graph_stats.h"
 
+#include <mlx/device.h>
+
 namespace pjrtx::backend {
+
+namespace {
+// Bumped after every eval_async: a warm task polling it returns as soon as
+// a newer evaluation has queued its kernels behind it.
+std::atomic<uint64_t> g_evaluations{0};
+std::atomic<int64_t> g_wait_spin_us{0};
+
+bool all_available(const Arrays& arrays) {
+  for (const auto& a : arrays)
+    if (!a.is_available()) return false;
+  return true;
+}
+
+// Polls `ready` (yielding the core between polls) for up to `us`.
+template <typename Pred>
+void poll(Pred&& ready, int64_t us) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::microseconds(us);
+  while (!ready() && Clock::now() < deadline) std::this_thread::yield();
+}
+}  // namespace
 
 PendingEval eval_async(const Arrays& arrays) {
   note_eval(arrays);  // counts the run's own primitives, not the marker
@@ -15,10 +43,39 @@ PendingEval eval_async(const Arrays& arrays) {
   Arrays all = arrays;
   all.push_back(marker);
   mx::async_eval(all);
+  g_evaluations.fetch_add(1, std::memory_order_release);
   PendingEval p;
   p.done_ = std::make_shared<mx::array>(std::move(marker));
   return p;
 }
+
+void set_wait_spin_us(int64_t us) { g_wait_spin_us.store(us); }
+int64_t wait_spin_us() { return g_wait_spin_us.load(); }
+
+void eval_now(const Arrays& arrays) {
+  note_eval(arrays);
+  const int64_t us = wait_spin_us();
+  if (us > 0 && !arrays.empty()) {
+    mx::async_eval(arrays);
+    g_evaluations.fetch_add(1, std::memory_order_release);
+    if (mx::default_device() == mx::Device::cpu) keep_cpu_stream_warm(us);
+    poll([&] { return all_available(arrays); }, us);
+  }
+  mx::eval(arrays);  // waits if still running, and reports MLX's errors
+}
+
+void keep_cpu_stream_warm(int64_t us) {
+  if (us <= 0) return;
+  const uint64_t seen = g_evaluations.load(std::memory_order_acquire);
+  mx::scheduler::enqueue(mx::default_stream(mx::Device::cpu), [seen, us] {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::microseconds(us);
+    while (g_evaluations.load(std::memory_order_acquire) == seen && Clock::now() < deadline)
+      std::this_thread::yield();
+  });
+}
+
+bool PendingEval::ready() const { return !done_ || done_->is_available(); }
 
 void PendingEval::wait() {
   if (done_) done_->wait();

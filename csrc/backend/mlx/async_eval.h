@@ -15,6 +15,9 @@ class PendingEval {
   // Blocks until every array handed to eval_async is computed and rethrows
   // an error MLX recorded for the evaluation. Safe off the executor.
   void wait();
+  // Whether the evaluation has finished (wait() would not block). Polls
+  // MLX's completion event; on the thread that may call wait().
+  bool ready() const;
 
  private:
   friend PendingEval eval_async(const Arrays& arrays);
@@ -28,5 +31,25 @@ class PendingEval {
 
 // Call on the executor: schedules `arrays` (and what they depend on).
 PendingEval eval_async(const Arrays& arrays);
+
+// Call on the executor after eval_async, on MLX's CPU device only: queues
+// behind the work scheduled so far a task that keeps the default CPU
+// stream's thread polling for up to `us` microseconds, until the next
+// eval_async has queued its kernels behind it. MLX's stream thread
+// otherwise parks on a condition variable once its queue drains, and
+// waking it costs 10-20 us on a VM: more than a small call's whole work.
+void keep_cpu_stream_warm(int64_t us);
+
+// Microseconds the executor polls for a result before it blocks (the
+// runtime sets it from PJRTX_SPIN_US; 0 blocks at once).
+void set_wait_spin_us(int64_t us);
+int64_t wait_spin_us();
+
+// Call on the executor: evaluates `arrays` now (a loop predicate, a trip
+// count, a branch index) and counts their primitives. It polls for the
+// result before blocking and keeps MLX's CPU stream warm for the next
+// evaluation: a while loop syncs the host every iteration or block, and
+// two thread wake-ups per sync were most of a small loop's time.
+void eval_now(const Arrays& arrays);
 
 }  // namespace pjrtx::backend

@@ -10,6 +10,7 @@
 #include <mlx/compile.h>
 #include <mlx/transforms.h>
 
+#include "backend/mlx/async_eval.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/ops/counted_loop.h"
@@ -22,8 +23,7 @@ using namespace ops;
 
 bool read_bool(const mx::array& p) {
   mx::array b = mx::astype(p, mx::bool_);
-  note_eval({b});
-  b.eval();
+  eval_now({b});
   return b.item<bool>();
 }
 
@@ -44,8 +44,7 @@ Arrays run_general_while(const RegionProgram& cond, const RegionProgram& body, R
     Arrays pending = state;
     pending.push_back(p);
     take_effects(st, pending);
-    note_eval(pending);
-    mx::eval(pending);
+    eval_now(pending);
     if (!p.item<bool>()) break;
     state = body.run(st, state);
   }
@@ -94,8 +93,7 @@ std::optional<Entry> enter(const CountedLoop& loop, std::optional<uint64_t> fixe
   if (bound) read.push_back(*bound);
   for (const Induction& v : loop.inductions)
     if (!v.init_constant) read.push_back(in[v.index]);
-  note_eval(read);
-  if (!read.empty()) mx::eval(read);
+  eval_now(read);
   for (const Induction& v : loop.inductions)
     e.inits.emplace_back(&v, v.init_constant ? *v.init_constant : read_int(in[v.index], v.dtype));
   Int128 init = loop.init_constant ? *loop.init_constant : read_int(in[loop.counter], loop.dtype);
@@ -172,8 +170,7 @@ Arrays run_counted_while(const RegionProgram& body, RunState& st, const Arrays& 
         blocks->tiers.runs += kEvalEvery;
         if (i <= e.trips) {
           Arrays pending = state;
-          note_eval(pending);
-          mx::eval(pending);
+          eval_now(pending);
         }
         continue;
       }
@@ -189,8 +186,7 @@ Arrays run_counted_while(const RegionProgram& body, RunState& st, const Arrays& 
     if (i % kEvalEvery == 0 && i < e.trips) {
       Arrays pending = state;
       take_effects(st, pending);
-      note_eval(pending);
-      mx::eval(pending);
+      eval_now(pending);
     }
     ++i;
   }
@@ -242,7 +238,7 @@ Kernel lower_case(LowerCtx& ctx) {
   for (const auto& r : inst.regions) branches.push_back(ctx.lower_region(r));
   return [branches](RunState& st, const Arrays& in) {
     mx::array idx = mx::astype(in[0], mx::int64);
-    idx.eval();
+    eval_now({idx});
     int64_t i = idx.item<int64_t>();
     int64_t n = static_cast<int64_t>(branches.size());
     if (i < 0 || i >= n) i = n - 1;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "backend/mlx/dtype.h"
+#include "backend/mlx/async_eval.h"
 #include "backend/mlx/graph_stats.h"
 
 namespace pjrtx::backend {
@@ -116,13 +117,11 @@ std::optional<Int128> counter_step(const LowerCtx& ctx, const Region& body, size
 Int128 read_int(const mx::array& a, DType dtype) {
   if (compiler::is_unsigned_int(dtype)) {
     mx::array u = mx::astype(a, mx::uint64);
-    note_eval({u});
-    u.eval();
+    eval_now({u});
     return static_cast<Int128>(u.item<uint64_t>());
   }
   mx::array s = mx::astype(a, mx::int64);
-  note_eval({s});
-  s.eval();
+  eval_now({s});
   return static_cast<Int128>(s.item<int64_t>());
 }
 
