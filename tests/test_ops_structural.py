@@ -176,3 +176,20 @@ def test_gradient_of_a_split_is_one_concatenate(monkeypatch, dt):
     assert h.get("Concatenate") == 1 and "SliceUpdate" not in h, h
     h = primitives_per_call(lambda x, w: grads(x, w)["overlap"], x, w)
     assert "Concatenate" not in h, h
+
+
+def test_unit_dim_broadcast_of_a_reshape_is_one_reshape():
+    # A KV-cache write: the new row [256] is reshaped to heads [4, 1, 64]
+    # and broadcast_in_dim only adds leading 1s ([1, 1, 4, 1, 64]): that is
+    # one reshape of the row (no Broadcast node), the same values.
+    cache = np.zeros((2, 2, 4, 8, 64), np.float32)
+    row = np.linspace(-1, 1, 256, dtype=np.float32)
+
+    def f(cache, row, pos):
+        u = lax.broadcast_in_dim(row.reshape(4, 1, 64), (1, 1, 4, 1, 64), (2, 3, 4))
+        return lax.dynamic_update_slice(cache, u, (1, 0, 0, pos, 0))
+
+    pos = np.int32(5)
+    assert_same(f, cache, row, pos)
+    hist = primitives_per_call(f, cache, row, pos)
+    assert "Broadcast" not in hist, hist

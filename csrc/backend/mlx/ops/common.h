@@ -100,6 +100,10 @@ inline bool is_identity(const std::vector<int>& perm) {
   return true;
 }
 
+// Whether `a` is a reshape-like view (reshape, squeeze, expand_dims,
+// flatten, unflatten) of a single input of its dtype.
+bool is_row_major_view(const mx::array& a);
+
 // x reshaped to `shape`: nothing when the shape is already right, and a
 // reshape of the array under a chain of reshape-like views (reshape,
 // squeeze, expand_dims, flatten, unflatten: all read elements in row-major

@@ -47,8 +47,16 @@ Kernel lower_broadcast_in_dim(LowerCtx& ctx) {
                   std::all_of(mid.begin(), mid.begin() + lead, [](int32_t d) { return d == 1; });
   for (size_t i = 0; trailing && i < dims.size(); ++i)
     trailing = dims[i] == static_cast<int64_t>(lead + i);
+  // Only leading 1s added to a reshape's result (a KV-cache update, [4,1,64]
+  // -> [1,1,4,1,64]): one reshape of the reshape's input, no new node. A
+  // Broadcast of anything else stays: MLX's compile fuses it into an
+  // element-wise consumer, where a Reshape would be a node of its own.
+  const bool same_size = in.num_elements() == out.num_elements();
   if (trailing)
-    return unary([target](const mx::array& x) { return mx::broadcast_to(x, target); });
+    return unary([target, same_size](const mx::array& x) {
+      if (same_size && is_row_major_view(x)) return reshape_if_needed(x, target);
+      return mx::broadcast_to(x, target);
+    });
   return unary([order, need_transpose, mid, target](const mx::array& x) {
     mx::array y = need_transpose ? transpose_if_needed(x, order) : x;
     y = reshape_if_needed(y, mid);

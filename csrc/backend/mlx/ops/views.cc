@@ -7,8 +7,6 @@
 
 namespace pjrtx::backend::ops {
 
-namespace {
-
 // Primitives whose output is their single input's elements in row-major
 // order under another shape: a reshape of their output equals the same
 // reshape of their input.
@@ -19,8 +17,6 @@ bool is_row_major_view(const mx::array& a) {
     if (std::strcmp(n, v) == 0) return a.inputs()[0].dtype() == a.dtype();
   return false;
 }
-
-}  // namespace
 
 mx::array reshape_if_needed(const mx::array& x, const mx::Shape& shape) {
   if (x.shape() == shape) return x;
