@@ -388,3 +388,26 @@ def test_argmax_is_one_mlx_arg_reduction(monkeypatch):
     for f in (lambda v: jnp.argmax(v, 1), lambda v: jnp.argmin(v, 0)):
         h = primitives_per_call(f, ARG_VALUES)
         assert h.get("ArgReduce") == 1 and not {"Max", "Min", "Or", "GatherAxis"} & set(h), h
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64], ids=name)
+def test_sum_of_a_negation_keeps_xlas_bits(dt):
+    # sum(-x) is computed as -sum(x), as XLA:CPU computes it (the negate then
+    # fuses into the sum's consumers): rows of +0s, of -0s, of mixed zeros
+    # (XLA gives -0 for each), with infinities and ordinary values must keep
+    # XLA's values and zero signs, with and without keepdims, over one axis
+    # and over all. (inf + -inf is NaN on both; its sign bit is not compared:
+    # XLA's f16/bf16 sums give a NaN of the other sign.)
+    rows = [[0.0, 0.0, 0.0, 0.0], [-0.0, -0.0, -0.0, -0.0], [0.0, -0.0, 0.0, -0.0],
+            [1.5, -1.5, 0.0, -0.0], [np.inf, 1.0, 2.0, 3.0], [-np.inf, -0.0, 0.0, 5.0],
+            [1.0, 2.0, 3.0, 4.0], [-2.5, 0.25, 8.0, -0.0]]
+    x = np.array(rows, np.float64).astype(dt)
+
+    def f(x):
+        out = {"row": jnp.sum(-x, axis=1), "row_keep": jnp.sum(-x, axis=1, keepdims=True),
+               "col": jnp.sum(-x, axis=0), "all": jnp.sum(-x),
+               "then_scaled": jnp.sum(-x, axis=1, keepdims=True) * 3.0}
+        return out
+
+    with x64_for(dt):
+        check(f, x)

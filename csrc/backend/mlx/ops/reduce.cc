@@ -5,6 +5,9 @@
 // run the body as a pairwise tree. Reducing
 // over an empty dimension returns the init value broadcast (MLX's max/min
 // throw there).
+#include <mlx/primitives.h>
+
+#include <cstring>
 #include <limits>
 #include <algorithm>
 #include <map>
@@ -48,6 +51,18 @@ mx::array fix_zero_sign(Combiner c, const mx::array& x, const mx::array& r,
   return mx::where(mx::equal(r, zero), signed_zero, r);
 }
 
+// Whether MLX's compile could fuse a negate of `a` into the kernel that
+// computes `a`: element-wise producers can, while scatters, gathers,
+// matmuls, convolutions and arrays without a producer cannot (there the
+// negate is a kernel of its own unless it moves after the sum).
+bool fusable_producer(const mx::array& a) {
+  if (!a.has_primitive()) return false;
+  const char* n = a.primitive().name();
+  for (const char* p : {"Scatter", "Gather", "Matmul", "Convolution"})
+    if (std::strncmp(n, p, std::strlen(p)) == 0) return false;
+  return true;
+}
+
 // sign_free: the frontend proved that no consumer can tell -0 from +0 in
 // the result (JAX's softmax: exp(x - max)), so MLX's max/min stand as they
 // are. keep: the reduced axes stay as size-1 dims (MLX's keepdims).
@@ -55,7 +70,23 @@ mx::array reduce_with(Combiner c, const mx::array& x, const std::vector<int>& ax
                       bool sign_free, bool keep) {
   bool is_float = compiler::is_float(t) && !sign_free;
   switch (c) {
-    case Combiner::kAdd: return mx::sum(x, axes, keep);
+    case Combiner::kAdd: {
+      // sum(-u) is -sum(u): negation commutes with every rounding, and
+      // XLA:CPU hoists the negate out of the reduce too (an all-zero row
+      // gives -0 there, where accumulating -u from +0 would give +0). The
+      // negate then fuses into the sum's consumers instead of being a
+      // kernel of its own (the gradient of log_softmax sums a negated
+      // cotangent). Kept dims, so a reshape of the result looks through
+      // the squeeze to the negate (no Reshape node of its own).
+      if (compiler::is_float(t) && x.has_primitive() &&
+          x.inputs().size() == 1 && x.siblings().empty() &&
+          std::strcmp(x.primitive().name(), "Negative") == 0 &&
+          !fusable_producer(x.inputs()[0])) {
+        mx::array r = mx::negative(mx::sum(x.inputs()[0], axes, true));
+        return keep ? r : mx::squeeze(r, axes);
+      }
+      return mx::sum(x, axes, keep);
+    }
     case Combiner::kMul: return mx::prod(x, axes, keep);
     case Combiner::kMax: {
       mx::array r = mx::max(x, axes, keep);
