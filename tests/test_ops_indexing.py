@@ -262,6 +262,32 @@ def test_scatter_add_along_axis_keeps_the_operand_where_dropped(dtype):
                 np.testing.assert_array_equal(np.signbit(part(got[k])), np.signbit(part(want[k])))
 
 
+@pytest.mark.parametrize("itype", [np.int8, np.int16, np.int32])
+def test_out_of_range_checks_of_signed_indices(itype):
+    # The bounds check of a signed index is one unsigned compare: negative
+    # indices of every width must still count as out of range, and an int8
+    # index into a dim longer than int8's range (300) is in range whenever
+    # it is >= 0. Gather with mode fill, scatter-add with mode drop, and the
+    # gradient of take_along_axis, against XLA:CPU.
+    x = np.linspace(-3, 3, 2 * 300, dtype=np.float32).reshape(2, 300)
+    info = np.iinfo(itype)
+    i = np.array([[0, 127, -1, int(info.min), int(info.max), 5],
+                  [299 if info.max >= 299 else 1, -128, 64, -2, 1, 300 if info.max >= 300 else 0]],
+                 np.int64).astype(itype)
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(1,),
+                                     scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,),
+                                     scatter_indices_batching_dims=(0,))
+    u = np.arange(12, dtype=np.float32).reshape(2, 6) + 1
+
+    def f(x, i):
+        return dict(
+            fill=jnp.take_along_axis(x, i, axis=1, mode="fill"),
+            drop=lax.scatter_add(x, i[..., None], u, dn, mode=lax.GatherScatterMode.FILL_OR_DROP),
+            grad=jax.grad(lambda x: (jnp.take_along_axis(x, i, axis=1, mode="fill") * u).sum())(x))
+
+    assert_same(f, x, i)
+
+
 def test_take_along_axis_is_one_gather_primitive(monkeypatch):
     # One GatherAxis and the index clamp, where a general batched gather
     # needs an iota per batching dim, index slices and result views.

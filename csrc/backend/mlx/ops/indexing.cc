@@ -33,11 +33,18 @@ mx::array clamp_index(const mx::array& idx, DType t, int64_t hi) {
 
 mx::array index_in_range(const mx::array& idx, DType t, int64_t hi) {
   mx::Dtype dt = idx.dtype();
-  mx::array ok = hi <= type_max(t) ? mx::less_equal(idx, mx::array(hi, dt))
-                                   : mx::full(idx.shape(), true, mx::bool_);
-  if (hi < 0) ok = mx::zeros(idx.shape(), mx::bool_);
-  if (compiler::is_signed_int(t)) ok = mx::logical_and(ok, mx::greater_equal(idx, mx::array(0, dt)));
-  return ok;
+  if (hi < 0) return mx::zeros(idx.shape(), mx::bool_);
+  // Signed: 0 <= idx <= hi is one unsigned compare (a negative index wraps
+  // past every hi). One compare fuses where two would not: MLX's compile
+  // merges our idx >= 0 with the same compare in JAX's own bounds mask
+  // (take_along_axis), and a node with two readers is a kernel of its own.
+  if (compiler::is_signed_int(t)) {
+    // (hi past the type's max: every non-negative index is in range.)
+    mx::Dtype ut = unsigned_of_width(compiler::dtype_bits(t));
+    return mx::less_equal(mx::astype(idx, ut), mx::array(std::min(hi, type_max(t)), ut));
+  }
+  return hi <= type_max(t) ? mx::less_equal(idx, mx::array(hi, dt))
+                           : mx::full(idx.shape(), true, mx::bool_);
 }
 
 }  // namespace ops
