@@ -5,6 +5,7 @@ import jax
 import ml_dtypes
 import numpy as np
 import pytest
+import jax.numpy as jnp
 from jax import lax
 
 from oracle import assert_same, primitives_per_call
@@ -176,6 +177,40 @@ def test_gradient_of_a_split_is_one_concatenate(monkeypatch, dt):
     assert h.get("Concatenate") == 1 and "SliceUpdate" not in h, h
     h = primitives_per_call(lambda x, w: grads(x, w)["overlap"], x, w)
     assert "Concatenate" not in h, h
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32])
+def test_elementwise_ops_on_unit_reshapes(dt):
+    # Element-wise ops whose operands are reshapes that only add 1s (and
+    # one-element constants) run on the reshapes' inputs when every path
+    # from them reshapes or unit-reduces back (the frontend moves the
+    # reshape after them): compares, logical ops, select, arithmetic, with
+    # the results read through a reshape, a reduce over the unit dim, and
+    # (not moved) a reshape to another shape.
+    a = (np.arange(12).reshape(6, 2)[:, :1] % 5 - 2).astype(dt)
+    b = np.array([[0], [3], [7], [-1], [2], [9]], np.int32)
+
+    def f(a, b):
+        ra, rb = a.reshape(6, 1, 1), b.reshape(6, 1, 1)
+        m = (ra > 0) & (rb <= 3) | (rb == -1)
+        s = lax.select(m, ra * 2 + 1, -ra)  # (jnp.where is a call: not element-wise)
+        kept = lax.select(~m, s, ra)
+        return dict(back=s.reshape(6, 1), reduced=jnp.sum(kept, axis=2),
+                    mask=jnp.all(m, axis=2), elsewhere=(ra - 1).reshape(6))
+
+    assert_same(f, a, b)
+
+
+def test_take_along_axis_fill_mask_needs_no_reshape():
+    # JAX's bounds mask of take_along_axis reshapes the indices [n, 1] ->
+    # [n, 1, 1] and reduces the unit dim away: with the compares moved
+    # before the reshape, the two reshapes cancel (eager tier counted).
+    x = np.linspace(-1, 1, 40, dtype=np.float32).reshape(4, 10)
+    i = np.array([[3], [-1], [12], [0]], np.int32)
+    f = lambda x, i: jnp.take_along_axis(x, i, axis=1, mode="fill")  # noqa: E731
+    assert_same(f, x, i)
+    hist = primitives_per_call(f, x, i)
+    assert "Reshape" not in hist, hist
 
 
 def test_unit_dim_broadcast_of_a_reshape_is_one_reshape():

@@ -85,6 +85,63 @@ _SAME_ELEMENTS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape",
                             "stablehlo.transpose"})
 
 
+# Element-wise ops (every operand and the result of one shape) that commute
+# with a reshape: op(reshape(a), reshape(b)) == reshape(op(a, b)).
+_ELEMENTWISE = frozenset("stablehlo." + n for n in (
+    "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "and", "or",
+    "xor", "not", "negate", "abs", "compare", "select", "convert", "sign", "floor", "ceil",
+    "exponential", "log", "sqrt", "rsqrt", "tanh", "logistic", "power", "clamp"))
+
+
+def _non_unit(shape) -> list:
+    return [d for d in shape if d != 1]
+
+
+def _size_one_root(value):
+    """The constant under broadcasts whose every dim is 1 (one element), or
+    None: it broadcasts to any shape of at least its rank."""
+    try:
+        op = value.owner
+        while op.name == "stablehlo.broadcast_in_dim":
+            op = op.operands[0].owner
+        if op.name != "stablehlo.constant":
+            return None
+        root = op.results[0]
+        return root if all(d == 1 for d in ir.RankedTensorType(root.type).shape) else None
+    except AttributeError:
+        return None  # a block argument
+
+
+def _unit_reshape_cancels(value, shape, depth: int = 0) -> bool:
+    """Whether every path from value (an element-wise result computed on
+    reshapes of `shape`) ends in a reshape back to `shape` or a reduce over
+    only 1s down to it, through element-wise ops: only then does moving the
+    reshape after the op save a node (else the op would only move away
+    from the element-wise neighbours MLX fuses it with)."""
+    uses = list(value.uses)
+    if not uses or depth > 8:
+        return False
+    for use in uses:
+        op = use.owner
+        name = op.name
+        if len(op.results) != 1:
+            return False
+        out = list(ir.RankedTensorType(op.results[0].type).shape)
+        if name == "stablehlo.reshape" or name == "stablehlo.reduce":
+            if out != shape:
+                return False
+            if name == "stablehlo.reduce":
+                src = ir.RankedTensorType(op.operands[0].type).shape
+                if any(src[d] != 1 for d in _reduce_dims(op)):
+                    return False
+        elif name in _ELEMENTWISE:
+            if not _unit_reshape_cancels(op.results[0], shape, depth + 1):
+                return False
+        else:
+            return False
+    return True
+
+
 def _is_splat(value, x: float) -> bool:
     """Whether value is a constant, or a broadcast of one, whose every element is x."""
     try:
@@ -314,6 +371,9 @@ class _Walker:
         self.pads: dict = {}  # pad result -> the pad op, folded into its reduce_window
         self.tilings: dict = {}  # root add result -> (axis, pads): a concatenate
         self.inside_tiling: set = set()  # pads and adds that a tiling's concatenate replaces
+        # plan id -> (plan id, shape): ids that are a reshape adding or
+        # dropping only 1s of that id's value (see sink_unit_reshapes)
+        self.unit_src: dict = {}
 
     def transposed_dot(self, op, attrs):
         """The transpose that is a dot_general's only use, when it puts the
@@ -371,6 +431,73 @@ class _Walker:
         zero = _pjrtx.Dense(dtype, list(shape), np.zeros(1, npdt).tobytes(), True)
         z = self.b.add_op("stablehlo.constant", [], types, {"value": zero}, loc, 0)
         self.bind(op.results, self.b.add_op("stablehlo.add", cat + z, types, {}, loc, 0))
+
+    def sink_unit_reshapes(self, op, loc) -> bool:
+        """An element-wise op on reshapes that only add or drop 1s (and on
+        one-element constants) runs on the reshapes' inputs, and the reshape
+        moves after it. JAX's take_along_axis reshapes its indices [n, 1]
+        -> [n, 1, 1], compares them and reduces the unit dim away: sunk, the
+        compare reads the [n, 1] indices, the two reshapes meet and cancel,
+        and MLX's compile fuses the compare with its neighbours (it cannot
+        fuse across a reshape). Returns whether op was emitted this way."""
+        if len(op.results) != 1 or op.regions:
+            return False
+        ids = self.ids_of(op.operands, op)
+        src_shape, parts = None, []
+        for v, i in zip(op.operands, ids):
+            if i in self.unit_src:
+                src, shape = self.unit_src[i]
+                if src_shape is not None and shape != src_shape:
+                    return False
+                src_shape = shape
+                parts.append(("value", src))
+            elif (root := _size_one_root(v)) is not None and root in self.ids:
+                parts.append(("splat", root))
+            else:
+                return False
+        if src_shape is None:
+            return False
+        rtype = ir.RankedTensorType(op.results[0].type)
+        if list(rtype.shape) == src_shape or not _unit_reshape_cancels(op.results[0], src_shape):
+            return False
+        dtype, shape = _types(op.results)[0]
+        operands = []
+        for kind, x in parts:
+            if kind == "value":
+                operands.append(x)
+                continue
+            r = ir.RankedTensorType(x.type).rank
+            if r > len(src_shape):
+                return False
+            (xdt, _), = _types([x])
+            operands += self.b.add_op(
+                "stablehlo.broadcast_in_dim", [self.ids[x]], [(xdt, src_shape)],
+                {"broadcast_dimensions": list(range(len(src_shape) - r, len(src_shape)))}, loc, 0)
+        inner = self.b.add_op(op.name, operands, [(dtype, src_shape)], self.attributes(op), loc, 0)
+        out = self.b.add_op("stablehlo.reshape", inner, [(dtype, shape)], {}, loc, 0)
+        self.unit_src[out[0]] = (inner[0], src_shape)
+        self.bind(op.results, out)
+        return True
+
+    def note_unit_reshape(self, op):
+        """Records a reshape that only adds or drops 1s (sink_unit_reshapes)."""
+        src = ir.RankedTensorType(op.operands[0].type)
+        dst = ir.RankedTensorType(op.results[0].type)
+        if not (src.has_static_shape and dst.has_static_shape):
+            return
+        if _non_unit(src.shape) != _non_unit(dst.shape) or list(src.shape) == list(dst.shape):
+            return
+        # A reduce's result is already a view of an array with the reduced
+        # dims kept (the backend squeezes MLX's keepdims result), and a
+        # reshape that re-inserts them costs nothing: moving ops onto the
+        # squeezed shape would only materialise the squeeze.
+        try:
+            if op.operands[0].owner.name == "stablehlo.reduce":
+                return
+        except AttributeError:
+            pass  # a block argument
+        i = self.ids[op.operands[0]]
+        self.unit_src[self.ids[op.results[0]]] = self.unit_src.get(i, (i, list(src.shape)))
 
     def ids_of(self, values, op, futures_ok=False) -> list[int]:
         out = []
@@ -437,6 +564,8 @@ class _Walker:
             return self.emit_tiling(op, loc)
         if name in ("stablehlo.async_start", "stablehlo.async_done"):
             return self.async_op(op, loc)
+        if name in _ELEMENTWISE and self.sink_unit_reshapes(op, loc):
+            return
         try:
             attrs = self.attributes(op)
             result_types = _types(op.results)
@@ -486,6 +615,8 @@ class _Walker:
             self.bind(blk.arguments, self.b.begin_region(_types(blk.arguments)))
             self.b.end_region(self.block(blk))
         self.bind(op.results, results)
+        if name == "stablehlo.reshape":
+            self.note_unit_reshape(op)
 
     def async_op(self, op, loc):
         """async_start(x) {region} -> future; async_done(future) -> values.
