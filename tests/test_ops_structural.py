@@ -228,3 +228,31 @@ def test_unit_dim_broadcast_of_a_reshape_is_one_reshape():
     assert_same(f, cache, row, pos)
     hist = primitives_per_call(f, cache, row, pos)
     assert "Broadcast" not in hist, hist
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32])
+def test_rematerialised_binary_ops_keep_their_values(dt):
+    # A subtract, add or multiply read by exactly two element-wise ops is
+    # computed once per reader, the second copy written as a + (-b), b + a
+    # or b * a. Those are exactly equal: zero signs, infinities and integer
+    # wrap-around included (NaNs compare as NaN).
+    vals = [0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, 3.0, 2.0] if dt != np.int32 else \
+        [0, 1, -1, 2**31 - 1, -2**31, 7, -7, 3]
+    a = np.array(vals, np.float64).astype(dt) if dt != np.int32 else np.array(vals, np.int64).astype(dt)
+    b = a[::-1].copy()
+
+    def f(a, b):
+        d, s, p = a - b, a + b, a * b
+        return dict(d1=d * 3, d2=d + 1, s1=s - a, s2=s * s, p1=-p, p2=p - b)
+
+    check(f, a, b)
+
+
+def test_log_softmax_shift_fuses_into_both_readers(monkeypatch):
+    # log_softmax's x - max(x) is read by exp and by the final subtract: one
+    # copy per reader lets MLX's compile fuse it into both (fused tier).
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+    x = np.linspace(-4, 4, 160, dtype=np.float32).reshape(16, 10)
+    assert_same(jax.nn.log_softmax, x, rtol=4 * np.finfo(np.float32).eps, atol=1e-6)
+    hist = primitives_per_call(jax.nn.log_softmax, x)
+    assert sum(hist.values()) <= 4, hist  # max, exp(x - m), sum, (x - m) - log(sum)

@@ -85,6 +85,10 @@ _SAME_ELEMENTS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape",
                             "stablehlo.transpose"})
 
 
+# Element-wise ops computed once per reader when they have two (see
+# _Walker.rematerialise).
+_REMATERIALISED = frozenset({"stablehlo.subtract", "stablehlo.add", "stablehlo.multiply"})
+
 # Element-wise ops (every operand and the result of one shape) that commute
 # with a reshape: op(reshape(a), reshape(b)) == reshape(op(a, b)).
 _ELEMENTWISE = frozenset("stablehlo." + n for n in (
@@ -371,6 +375,9 @@ class _Walker:
         self.pads: dict = {}  # pad result -> the pad op, folded into its reduce_window
         self.tilings: dict = {}  # root add result -> (axis, pads): a concatenate
         self.inside_tiling: set = set()  # pads and adds that a tiling's concatenate replaces
+        # (value, its reader's first result) -> plan id: the reader's own
+        # copy of a rematerialised value (rematerialise)
+        self.use_ids: dict = {}
         # plan id -> (plan id, shape): ids that are a reshape adding or
         # dropping only 1s of that id's value (see sink_unit_reshapes)
         self.unit_src: dict = {}
@@ -479,6 +486,37 @@ class _Walker:
         self.bind(op.results, out)
         return True
 
+    def rematerialise(self, op, operands, attrs, loc) -> bool:
+        """A subtract, add or multiply read by exactly two element-wise ops
+        is computed once for each: MLX's compile fuses an element-wise node
+        into its reader only when it has one reader, so x - max(x) in
+        log_softmax (read by exp and by the final subtract) was a kernel of
+        its own, and now fuses into both. The second copy is written
+        differently but exactly equal (b + a for a + b and b * a for a * b,
+        a + (-b) for a - b), or MLX's common-subexpression pass would merge
+        the copies again. (a + (-b) gives a NaN of the other sign where b is
+        NaN.)"""
+        if op.name not in _REMATERIALISED or len(op.results) != 1:
+            return False
+        uses = list(op.results[0].uses)
+        readers = {u.owner.results[0] for u in uses if len(u.owner.results) == 1}
+        if len(uses) != 2 or len(readers) != 2 or \
+                any(u.owner.name not in _ELEMENTWISE for u in uses):
+            return False
+        types = _types(op.results)
+        first = self.b.add_op(op.name, operands, types, attrs, loc, 0)
+        a, b = operands
+        if op.name == "stablehlo.subtract":
+            neg = self.b.add_op("stablehlo.negate", [b], types, {}, loc, 0)
+            second = self.b.add_op("stablehlo.add", [a] + neg, types, {}, loc, 0)
+        else:
+            second = self.b.add_op(op.name, [b, a], types, attrs, loc, 0)
+        r0, r1 = (u.owner.results[0] for u in uses)
+        v = op.results[0]
+        self.use_ids[(v, r0)], self.use_ids[(v, r1)] = first[0], second[0]
+        self.bind(op.results, first)
+        return True
+
     def note_unit_reshape(self, op):
         """Records a reshape that only adds or drops 1s (sink_unit_reshapes)."""
         src = ir.RankedTensorType(op.operands[0].type)
@@ -501,7 +539,11 @@ class _Walker:
 
     def ids_of(self, values, op, futures_ok=False) -> list[int]:
         out = []
+        reader = op.results[0] if self.use_ids and len(op.results) == 1 else None
         for v in values:
+            if reader is not None and (v, reader) in self.use_ids:
+                out.append(self.use_ids[(v, reader)])
+                continue
             if futures_ok and v in self.futures:
                 out.extend(self.futures[v])
                 continue
@@ -604,6 +646,8 @@ class _Walker:
         if shape_operands is not None and name == "stablehlo.custom_call":
             drop = {int(i) for i in _flat(shape_operands)}
             operands = [v for i, v in enumerate(operands) if i not in drop]
+        if name in _REMATERIALISED and self.rematerialise(op, operands, attrs, loc):
+            return
         regions = op.regions
         results = self.b.add_op(name, operands, result_types, attrs, loc, len(regions))
         for region in regions:
