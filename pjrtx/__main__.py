@@ -98,6 +98,7 @@ def conformance(args) -> int:
     opts = runner.Options(jax_tests=jax_tests, files=files, jobs=args.jobs, shards=args.shards,
                           x64=args.x64, timeout=args.timeout, platform=args.platform,
                           strict_tags=args.strict_tags, split_above=args.split_above,
+                          file_tags=selection.tags if have_exp else {},
                           durations=runner.read_durations(exp_dir / "durations.txt"))
     t0 = time.time()
     file_seconds: dict = {}

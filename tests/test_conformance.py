@@ -75,6 +75,10 @@ class TagsTest(unittest.TestCase):
 
   def test_two_devices(self):
     raise unittest.SkipTest("Test requires at least 2 devices")
+
+  def test_tpu_or_gpu(self):
+    if not jtu.test_device_matches(["tpu", "gpu"]):
+      raise unittest.SkipTest("Memories do not work on CPU backend yet.")
 '''
 
 FAKE_API_TEST = '''
@@ -262,8 +266,36 @@ def test_device_is_tagged_with_its_mlx_class_unless_strict(fake_suite, tmp_path)
     report.write(list(tagged.values()), tmp_path)
     md = (tmp_path / "report.md").read_text()
     # one skip by the device filter, one for want of devices
-    assert "| 1 | 0 | 0 | 0 | 0 | 2 (1 / 1 / 0) |" in md
+    assert "| 1 | 0 | 0 | 0 | 0 | 3 (2 / 1 / 0) |" in md
     assert "devices 1: Test requires at least N devices" in md
+
+
+def test_selection_tag_lines_add_tags_for_one_file(fake_suite, tmp_path):
+    from pjrtx.conformance.pytest_plugin import device_class
+
+    # `tag FILE TAG -- reason` runs that file with the extra tag too (a gate
+    # upstream sets for an XLA back end's limit pjrtx does not share), not
+    # other files, and not under --strict-tags.
+    (tmp_path / "selection.txt").write_text(
+        "include fake_tags_test.py\n"
+        "tag fake_tags_test.py gpu,tpu -- memories exist on every MLX device\n")
+    sel = expectations.read_selection(tmp_path)
+    assert sel.tags == {"fake_tags_test.py": ["gpu", "tpu"]}
+    opts = runner.Options(jax_tests=fake_suite, files=["fake_tags_test.py"], timeout=120.0,
+                          file_tags=sel.tags)
+    tagged = {r.id.split("::")[-1]: r for r in runner.run(opts)}
+    assert tagged["test_tpu_or_gpu"].outcome == "passed"
+    assert tagged["test_not_on_cpu"].outcome == ("skipped" if device_class() == "cpu" else "passed")
+    strict = {r.id.split("::")[-1]: r
+              for r in runner.run(dataclasses.replace(opts, strict_tags=True))}
+    assert strict["test_tpu_or_gpu"].outcome == "skipped"
+    untagged = {r.id.split("::")[-1]: r
+                for r in runner.run(dataclasses.replace(opts, file_tags={"other.py": ["gpu"]}))}
+    on_cpu = device_class() == "cpu"
+    assert untagged["test_tpu_or_gpu"].outcome == ("skipped" if on_cpu else "passed")
+    (tmp_path / "selection.txt").write_text("tag fake_tags_test.py gpu\n")
+    with pytest.raises(ValueError, match="tag FILE TAG"):
+        expectations.read_selection(tmp_path)
 
 
 def test_plan_splits_long_files_and_starts_the_longest_first(tmp_path):

@@ -37,6 +37,9 @@ def read_pin(d: Path) -> dict:
 class Selection:
     include: list[str]
     exclude: dict[str, str]  # file or glob -> reason
+    # file -> device tags it runs with besides "pjrtx" and the MLX device
+    # class (`tag FILE TAG[,TAG] -- reason`)
+    tags: dict = dataclasses.field(default_factory=dict)
 
 
 def read_selection(d: Path) -> Selection:
@@ -51,6 +54,12 @@ def read_selection(d: Path) -> Selection:
         elif kind == "exclude":
             name, _, reason = rest.partition("--")
             sel.exclude[name.strip()] = reason.strip()
+        elif kind == "tag":
+            spec, _, reason = rest.partition("--")
+            parts = spec.split()
+            if len(parts) != 2 or not reason.strip():
+                raise ValueError(f"selection.txt: a tag line is `tag FILE TAG[,TAG] -- reason`: {raw!r}")
+            sel.tags[parts[0]] = sorted(t for t in parts[1].split(",") if t)
         else:
             raise ValueError(f"selection.txt: cannot read line {raw!r}")
     return sel

@@ -90,7 +90,9 @@ def _add_device_class_tag():
     # device_under_test() stays "pjrtx". --strict-tags turns this off.
     from jax._src import test_util as jtu
 
-    tags = {"pjrtx", device_class()}
+    # selection.txt's `tag` lines add tags for one file, with their reason.
+    extra = os.environ.get("PJRTX_CONFORMANCE_EXTRA_TAGS", "")
+    tags = {"pjrtx", device_class()} | {t for t in extra.split(",") if t}
     jtu._get_device_tags = lambda: set(tags)
     _harness_limitations_follow_tags(tags)
 

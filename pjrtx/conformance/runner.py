@@ -54,6 +54,8 @@ class Options:
     timeout: float = 300.0
     platform: str = "pjrtx"
     strict_tags: bool = False
+    # file -> extra device tags (selection.txt `tag` lines; not with strict_tags)
+    file_tags: dict = dataclasses.field(default_factory=dict)
     extra_pytest_args: tuple = ()
     log: object = sys.stderr
 
@@ -70,7 +72,7 @@ def resolve_files(jax_tests: Path, patterns: list[str]) -> list[str]:
     return found
 
 
-def _child_env(opts: Options) -> dict:
+def _child_env(opts: Options, file: str = "") -> dict:
     env = dict(os.environ)
     # The device under test first; CPU stays available for tests that ask
     # for it explicitly as a reference.
@@ -80,6 +82,8 @@ def _child_env(opts: Options) -> dict:
         env["JAX_ENABLE_X64"] = "1"
     if opts.strict_tags:
         env["PJRTX_CONFORMANCE_STRICT_TAGS"] = "1"
+    elif opts.file_tags.get(file):
+        env["PJRTX_CONFORMANCE_EXTRA_TAGS"] = ",".join(opts.file_tags[file])
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
@@ -127,7 +131,7 @@ def run_unit(opts: Options, file: str, shard: tuple[int, int] | None) -> list[Re
                    f"--pjrtx-deselect={deselect}", *opts.extra_pytest_args]
             if shard:
                 cmd.append(f"--pjrtx-shard={shard[0]}/{shard[1]}")
-            proc = subprocess.Popen(cmd, cwd=opts.jax_tests, env=_child_env(opts),
+            proc = subprocess.Popen(cmd, cwd=opts.jax_tests, env=_child_env(opts, file),
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             output: list[bytes] = []
