@@ -70,7 +70,14 @@ void keep_cpu_stream_warm(int64_t us) {
   mx::scheduler::enqueue(mx::default_stream(mx::Device::cpu), [seen, us] {
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + std::chrono::microseconds(us);
-    while (g_evaluations.load(std::memory_order_acquire) == seen && Clock::now() < deadline)
+    // MLX's eval waits for queued tasks to finish once about ten are
+    // outstanding, and those wait behind this one: leave as soon as a new
+    // task is counted, not only once the next evaluation has been queued
+    // (a graph of 100+ kernels would otherwise stall here until the
+    // deadline).
+    const int active = mx::scheduler::n_active_tasks();
+    while (g_evaluations.load(std::memory_order_acquire) == seen &&
+           mx::scheduler::n_active_tasks() <= active && Clock::now() < deadline)
       std::this_thread::yield();
   });
 }
