@@ -35,12 +35,15 @@ def test_chain_of_100_dependent_calls(pjrtx_device):
     # All 101 calls are enqueued while the first one still runs.
     assert not outs[-1].is_ready()
     # Poll readiness: each output becomes ready no earlier than the one
-    # before it (the call order).
+    # before it (the call order). Each sweep checks the last call first: an
+    # output seen ready means every earlier one must be ready by the time
+    # the same sweep reaches it (checking in call order instead, a later
+    # output could turn ready between two checks and look early).
     first_seen = [None] * len(outs)
     tick = 0
     while first_seen[-1] is None:
-        for i, o in enumerate(outs):
-            if first_seen[i] is None and o.is_ready():
+        for i in reversed(range(len(outs))):
+            if first_seen[i] is None and outs[i].is_ready():
                 first_seen[i] = tick
         tick += 1
         time.sleep(0.0005)
