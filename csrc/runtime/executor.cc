@@ -15,7 +15,7 @@ namespace pjrtx::runtime {
 
 Executor::Executor(const backend::DeviceChoice& device)
     : device_(std::make_unique<backend::DeviceChoice>(device)) {
-  backend::set_wait_spin_us(spin_us());
+  spin_us();  // reads and checks PJRTX_SPIN_US before any thread polls with it
   thread_ = std::thread([this] { loop(); });
   done_thread_ = std::thread([this] { completion_loop(); });
 }

@@ -1,16 +1,14 @@
 #include "backend/mlx/async_eval.h"
 
+#include <mlx/device.h>
 #include <mlx/ops.h>
 #include <mlx/scheduler.h>
 #include <mlx/transforms.h>
 
 #include <atomic>
-#include <chrono>
-#include <thread>
 
 #include "backend/mlx/graph_stats.h"
-
-#include <mlx/device.h>
+#include "runtime/spin.h"
 
 namespace pjrtx::backend {
 
@@ -18,7 +16,6 @@ namespace {
 // Bumped after every eval_async: a warm task polling it returns as soon as
 // a newer evaluation has queued its kernels behind it.
 std::atomic<uint64_t> g_evaluations{0};
-std::atomic<int64_t> g_wait_spin_us{0};
 
 bool all_available(const Arrays& arrays) {
   for (const auto& a : arrays)
@@ -26,13 +23,6 @@ bool all_available(const Arrays& arrays) {
   return true;
 }
 
-// Polls `ready` (yielding the core between polls) for up to `us`.
-template <typename Pred>
-void poll(Pred&& ready, int64_t us) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::microseconds(us);
-  while (!ready() && Clock::now() < deadline) std::this_thread::yield();
-}
 }  // namespace
 
 PendingEval eval_async(const Arrays& arrays) {
@@ -49,17 +39,14 @@ PendingEval eval_async(const Arrays& arrays) {
   return p;
 }
 
-void set_wait_spin_us(int64_t us) { g_wait_spin_us.store(us); }
-int64_t wait_spin_us() { return g_wait_spin_us.load(); }
-
 void eval_now(const Arrays& arrays) {
   note_eval(arrays);
-  const int64_t us = wait_spin_us();
+  const int64_t us = runtime::spin_us();
   if (us > 0 && !arrays.empty()) {
     mx::async_eval(arrays);
     g_evaluations.fetch_add(1, std::memory_order_release);
     if (mx::default_device() == mx::Device::cpu) keep_cpu_stream_warm(us);
-    poll([&] { return all_available(arrays); }, us);
+    runtime::spin_until([&] { return all_available(arrays); }, us);
   }
   mx::eval(arrays);  // waits if still running, and reports MLX's errors
 }
@@ -68,17 +55,16 @@ void keep_cpu_stream_warm(int64_t us) {
   if (us <= 0) return;
   const uint64_t seen = g_evaluations.load(std::memory_order_acquire);
   mx::scheduler::enqueue(mx::default_stream(mx::Device::cpu), [seen, us] {
-    using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::microseconds(us);
     // MLX's eval waits for queued tasks to finish once about ten are
     // outstanding, and those wait behind this one: leave as soon as a new
     // task is counted, not only once the next evaluation has been queued
     // (a graph of 100+ kernels would otherwise stall here until the
     // deadline).
     const int active = mx::scheduler::n_active_tasks();
-    while (g_evaluations.load(std::memory_order_acquire) == seen &&
-           mx::scheduler::n_active_tasks() <= active && Clock::now() < deadline)
-      std::this_thread::yield();
+    runtime::spin_until([&] {
+      return g_evaluations.load(std::memory_order_acquire) != seen ||
+             mx::scheduler::n_active_tasks() > active;
+    }, us);
   });
 }
 

@@ -40,11 +40,6 @@ PendingEval eval_async(const Arrays& arrays);
 // waking it costs 10-20 us on a VM: more than a small call's whole work.
 void keep_cpu_stream_warm(int64_t us);
 
-// Microseconds the executor polls for a result before it blocks (the
-// runtime sets it from PJRTX_SPIN_US; 0 blocks at once).
-void set_wait_spin_us(int64_t us);
-int64_t wait_spin_us();
-
 // Call on the executor: evaluates `arrays` now (a loop predicate, a trip
 // count, a branch index) and counts their primitives. It polls for the
 // result before blocking and keeps MLX's CPU stream warm for the next
