@@ -51,10 +51,11 @@ mx::array fix_zero_sign(Combiner c, const mx::array& x, const mx::array& r,
   return mx::where(mx::equal(r, zero), signed_zero, r);
 }
 
-// Whether MLX's compile could fuse a negate of `a` into the kernel that
-// computes `a`: element-wise producers can, while scatters, gathers,
-// matmuls, convolutions and arrays without a producer cannot (there the
-// negate is a kernel of its own unless it moves after the sum).
+// Whether MLX's compile might fuse a negate of `a` into the kernel that
+// computes `a`. Scatters, gathers, matmuls, convolutions and arrays without
+// a producer certainly cannot (there the negate is a kernel of its own
+// unless it moves after the sum); any other producer is assumed to, and
+// the negate stays where JAX put it.
 bool fusable_producer(const mx::array& a) {
   if (!a.has_primitive()) return false;
   const char* n = a.primitive().name();
