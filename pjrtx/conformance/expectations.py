@@ -10,6 +10,7 @@ list can only shrink.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from pjrtx.conformance.runner import FAILING, PASSED, Result
@@ -37,9 +38,27 @@ def read_pin(d: Path) -> dict:
 class Selection:
     include: list[str]
     exclude: dict[str, str]  # file or glob -> reason
-    # file -> device tags it runs with besides "pjrtx" and the MLX device
-    # class (`tag FILE TAG[,TAG] -- reason`)
+    # file -> [(test pattern, [tag, ...]), ...] from `tag` lines, in file
+    # order: the device tags a test runs with besides "pjrtx" and the MLX
+    # device class. Pattern "*" is the whole file; "-name" removes a tag.
     tags: dict = dataclasses.field(default_factory=dict)
+
+
+_TAG_NAME = re.compile(r"-?[a-z][a-z0-9_]*")
+TAG_LINE = "tag FILE[::CLASS::TEST_GLOB] TAG[,TAG] -- reason (a TAG of -name removes that tag)"
+
+
+def _read_tag_line(raw: str, rest: str, sel: Selection) -> None:
+    spec, _, reason = rest.partition("--")
+    parts = spec.split()
+    if len(parts) != 2 or not reason.strip():
+        raise ValueError(f"selection.txt: a tag line is `{TAG_LINE}`: {raw!r}")
+    file, _, pattern = parts[0].partition("::")
+    names = [t for t in parts[1].split(",") if t]
+    bad = [t for t in names if not _TAG_NAME.fullmatch(t)]
+    if not names or bad:
+        raise ValueError(f"selection.txt: bad device tag {bad or parts[1]!r} in {raw!r}")
+    sel.tags.setdefault(file, []).append((pattern or "*", sorted(names)))
 
 
 def read_selection(d: Path) -> Selection:
@@ -55,11 +74,7 @@ def read_selection(d: Path) -> Selection:
             name, _, reason = rest.partition("--")
             sel.exclude[name.strip()] = reason.strip()
         elif kind == "tag":
-            spec, _, reason = rest.partition("--")
-            parts = spec.split()
-            if len(parts) != 2 or not reason.strip():
-                raise ValueError(f"selection.txt: a tag line is `tag FILE TAG[,TAG] -- reason`: {raw!r}")
-            sel.tags[parts[0]] = sorted(t for t in parts[1].split(",") if t)
+            _read_tag_line(raw, rest, sel)
         else:
             raise ValueError(f"selection.txt: cannot read line {raw!r}")
     return sel

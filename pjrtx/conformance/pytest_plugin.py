@@ -7,6 +7,7 @@ process crashed or hung.
 """
 from __future__ import annotations
 
+import fnmatch
 import importlib.abc
 import importlib.util
 import json
@@ -82,6 +83,13 @@ def device_class() -> str:
     return "cpu" if _pjrtx.device_backend(os.environ.get("PJRTX_DEVICE", "auto")) == "CPU" else "gpu"
 
 
+# The device tags of the test about to run. jtu._get_device_tags and the
+# harness filter read this one set; pytest_runtest_setup refills it.
+_tags: set = set()
+_base_tags: set = set()
+_tag_rules: list = []
+
+
 def _add_device_class_tag():
     # Upstream restricts hundreds of tests with jtu.run_on_devices("cpu") or
     # ("cpu", "gpu") for speed or for what XLA supports, not because they
@@ -90,11 +98,37 @@ def _add_device_class_tag():
     # device_under_test() stays "pjrtx". --strict-tags turns this off.
     from jax._src import test_util as jtu
 
-    # selection.txt's `tag` lines add tags for one file, with their reason.
-    extra = os.environ.get("PJRTX_CONFORMANCE_EXTRA_TAGS", "")
-    tags = {"pjrtx", device_class()} | {t for t in extra.split(",") if t}
-    jtu._get_device_tags = lambda: set(tags)
-    _harness_limitations_follow_tags(tags)
+    # selection.txt's `tag` lines, each with its reason: [pattern, [tag or
+    # -tag, ...]] for this file, pattern "*" for every test in it.
+    _base_tags.update({"pjrtx", device_class()})
+    _tag_rules.extend(json.loads(os.environ.get("PJRTX_CONFORMANCE_EXTRA_TAGS") or "[]"))
+    _tags.update(tags_for(""))
+    jtu._get_device_tags = lambda: set(_tags)
+    _harness_limitations_follow_tags(_tags)
+
+
+def tags_for(test: str) -> set:
+    """The device tags for test ("Class::method"; "" for the file's own,
+    which collection-time filters see): the base tags, then each matching
+    rule in selection.txt's order adds its tags and removes its -tags."""
+    tags = set(_base_tags)
+    for pattern, names in _tag_rules:
+        if pattern == "*" or (test and fnmatch.fnmatchcase(test, pattern)):
+            for name in names:
+                if name.startswith("-"):
+                    tags.discard(name[1:])
+                else:
+                    tags.add(name)
+    return tags
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # jtu.run_on_devices / skip_on_devices and test_device_matches read the
+    # tags when the test runs, so a rule for one test applies to it alone.
+    if any(pattern != "*" for pattern, _ in _tag_rules):
+        _tags.clear()
+        _tags.update(tags_for(item.nodeid.split("::", 1)[-1]))
 
 
 def _harness_limitations_follow_tags(tags):

@@ -54,7 +54,8 @@ class Options:
     timeout: float = 300.0
     platform: str = "pjrtx"
     strict_tags: bool = False
-    # file -> extra device tags (selection.txt `tag` lines; not with strict_tags)
+    # file -> [(test pattern, [tag or -tag, ...])] (selection.txt `tag`
+    # lines; not with strict_tags)
     file_tags: dict = dataclasses.field(default_factory=dict)
     extra_pytest_args: tuple = ()
     log: object = sys.stderr
@@ -83,7 +84,7 @@ def _child_env(opts: Options, file: str = "") -> dict:
     if opts.strict_tags:
         env["PJRTX_CONFORMANCE_STRICT_TAGS"] = "1"
     elif opts.file_tags.get(file):
-        env["PJRTX_CONFORMANCE_EXTRA_TAGS"] = ",".join(opts.file_tags[file])
+        env["PJRTX_CONFORMANCE_EXTRA_TAGS"] = json.dumps(opts.file_tags[file])
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
