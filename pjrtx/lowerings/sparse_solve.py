@@ -6,15 +6,10 @@ no sparse solver, so pjrtx does what XLA:CPU does: the CSR operands go to
 the host through our callback target and SciPy's direct solver (SuperLU)
 answers; tol and reorder only steer cuSOLVER, as on CPU.
 
-jax.experimental.sparse imports scipy.sparse (about 1.3 s), so the rule is
-registered when the user imports that module, not at plugin start: at once
-if it is already imported, else by a one-shot import hook.
+jax.experimental.sparse imports scipy.sparse, so the rule is registered
+when the user imports that module (_on_import.py).
 """
 from __future__ import annotations
-
-import importlib.abc
-import importlib.machinery
-import sys
 
 import numpy as np
 
@@ -46,30 +41,7 @@ def _register_rule(module) -> None:
     mlir.register_lowering(module.spsolve_p, _spsolve_rule, platform=PLATFORM, cacheable=False)
 
 
-class _OnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds MODULE as the rest of sys.meta_path would, and registers the
-    rule once the module has run."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None:
-            return None
-        self._loader, spec.loader = spec.loader, self
-        return spec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        sys.meta_path.remove(self)
-        _register_rule(module)
-
-
 def register() -> None:
-    if MODULE in sys.modules:
-        _register_rule(sys.modules[MODULE])
-    else:
-        sys.meta_path.insert(0, _OnImport())
+    from pjrtx.lowerings._on_import import when_imported
+
+    when_imported(MODULE, _register_rule)
