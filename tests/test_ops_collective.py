@@ -107,3 +107,22 @@ func.func public @main(%x: tensor<4xf32>, %y: tensor<2x3xi32>) -> (tensor<4xf32>
 def test_async_start_done_and_sharding_group_match_cpu():
     assert_same_mlir(ASYNC_PSUM, np.array([1.5, -2.0, 0.0, 3.25], np.float32),
                      np.arange(-3, 3, dtype=np.int32).reshape(2, 3))
+
+
+def test_pbroadcast_on_one_device_is_its_operand():
+    # lax.pbroadcast lowers for 'gpu' only in JAX (XLA:CPU has no
+    # collective_broadcast); pjrtx registers JAX's rule. Over a size-1 axis
+    # the source's value is everyone's, and its transpose sums the cotangent
+    # back to the source.
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4) - 5.5
+    f = jax.pmap(lambda v: lax.pbroadcast(v, source=0, axis_name="i"), "i",
+                 devices=[jax.devices("pjrtx")[0]])
+    np.testing.assert_array_equal(np.asarray(f(x)), x)
+    # (JAX's transpose rule takes scalars: jnp.full of the cotangent)
+    g = jax.pmap(jax.grad(lambda v: 3 * lax.pbroadcast(v, source=0, axis_name="i")), "i",
+                 devices=[jax.devices("pjrtx")[0]])
+    np.testing.assert_array_equal(np.asarray(g(np.float32([2.5]))), np.float32([3.0]))
+    from jax._src.interpreters import mlir
+    from jax._src.lax import parallel
+    # fails if JAX renames the rule pjrtx borrows
+    assert parallel.pbroadcast_p in mlir._platform_specific_lowerings["pjrtx"]
