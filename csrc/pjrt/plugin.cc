@@ -97,6 +97,7 @@ compiler::DType from_pjrt_type(PJRT_Buffer_Type t) {
     case PJRT_Buffer_Type_F32: return DType::kF32;
     case PJRT_Buffer_Type_F64: return DType::kF64;
     case PJRT_Buffer_Type_C64: return DType::kC64;
+    case PJRT_Buffer_Type_C128: return DType::kC128;
     case PJRT_Buffer_Type_S4: return DType::kS4;
     case PJRT_Buffer_Type_U4: return DType::kU4;
     case PJRT_Buffer_Type_F8E4M3FN: return DType::kF8E4M3FN;
@@ -122,7 +123,7 @@ compiler::DType from_pjrt_type(PJRT_Buffer_Type t) {
                              : "PJRT element type " + std::to_string(i);
       unimplemented("pjrtx: element type ", name,
                     " is not supported on MLX (supported: pred, s4, s8-s64, u4, u8-u64, f16, bf16, "
-                    "f32, f64, c64, f8e4m3fn, f8e5m2, f8e4m3, f8e3m4, f8e4m3fnuz, f8e5m2fnuz, "
+                    "f32, f64, c64, c128, f8e4m3fn, f8e5m2, f8e4m3, f8e3m4, f8e4m3fnuz, f8e5m2fnuz, "
                     "f8e4m3b11fnuz, f8e8m0fnu, f4e2m1fn)");
     }
   }

@@ -24,6 +24,8 @@ mx::Dtype to_mlx(DType t) {
     case DType::kF32: return mx::float32;
     case DType::kF64: return mx::float64;
     case DType::kC64: return mx::complex64;
+    // MLX has no complex128: a c128 value is f64 pairs (complex128.h).
+    case DType::kC128: return mx::float64;
     // MLX has no 4-bit type: one value per byte (see compiler/types.h).
     case DType::kS4: return mx::int8;
     case DType::kU4: return mx::uint8;
@@ -56,6 +58,7 @@ DType from_mlx(mx::Dtype t) {
 }
 
 DType storage_dtype(DType t) {
+  if (t == DType::kC128) return DType::kF64;
   if (t == DType::kS4) return DType::kS8;
   if (t == DType::kU4 || compiler::is_small_float(t)) return DType::kU8;
   return t;
@@ -79,6 +82,12 @@ mx::Shape to_mlx_shape(const compiler::Shape& s) {
     out.push_back(static_cast<int32_t>(d));
   }
   return out;
+}
+
+mx::Shape storage_shape(const compiler::TensorType& t) {
+  mx::Shape s = to_mlx_shape(t.shape);
+  if (t.dtype == DType::kC128) s.push_back(2);
+  return s;
 }
 
 }  // namespace pjrtx::backend

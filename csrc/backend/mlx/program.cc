@@ -3,6 +3,7 @@
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 
+#include "backend/mlx/complex128.h"
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/widen.h"
@@ -16,12 +17,27 @@ using compiler::Region;
 
 const compiler::TensorType& LowerCtx::in(size_t i) const {
   if (i >= inst_.operands.size()) fail("expects at least ", i + 1, " operands");
+  if (!parts_.empty()) return parts_[i];
   return plan_.type(inst_.operands[i]);
 }
 
 const compiler::TensorType& LowerCtx::out(size_t i) const {
   if (i >= inst_.results.size()) fail("expects at least ", i + 1, " results");
+  if (!parts_.empty()) return parts_[inst_.operands.size() + i];
   return plan_.type(inst_.results[i]);
+}
+
+void LowerCtx::set_parts_view() {
+  parts_.clear();
+  auto add = [&](compiler::ValueId v) {
+    compiler::TensorType t = plan_.type(v);
+    if (t.dtype == compiler::DType::kC128) t.dtype = compiler::DType::kF64;
+    parts_.push_back(t);
+  };
+  for (auto v : inst_.operands) add(v);
+  for (auto v : inst_.results) add(v);
+  // An instruction with no operands or results has nothing to view.
+  if (parts_.empty()) parts_.push_back({});
 }
 
 std::shared_ptr<const RegionProgram> LowerCtx::lower_region(const Region& r) {
@@ -33,6 +49,7 @@ std::shared_ptr<const RegionProgram> LowerCtx::lower_function(const std::string&
 }
 
 std::optional<mx::array> LowerCtx::constant_value(compiler::ValueId v) const {
+  if (!parts_.empty() && plan_.type(v).dtype == compiler::DType::kC128) return std::nullopt;
   auto it = lowerer_.constants().find(v);
   if (it == lowerer_.constants().end()) return std::nullopt;
   return it->second;
@@ -159,18 +176,16 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
       invalid_argument("pjrtx: unsupported op ", compiler::opcode_name(inst.op),
                        inst.loc.empty() ? "" : " at ", inst.loc);
     LowerCtx ctx(*this, plan_, inst);
-    const bool f64 = touches(plan_, inst, compiler::DType::kF64);
-    // MLX has no complex128 on any device; emulating it is not done yet, so
-    // refuse here, naming the op, rather than fail at run time.
-    if (touches(plan_, inst, compiler::DType::kC128))
-      ctx.fail("complex128 (c128) values are not supported on MLX (no complex<f64> dtype); "
-               "use complex64");
+    // complex128 is computed in f64 parts (complex128.h), so it is f64 work.
+    const bool c128 = touches(plan_, inst, compiler::DType::kC128);
+    const bool f64 = c128 || touches(plan_, inst, compiler::DType::kF64);
     if (f64 && options_.f64_error)
-      ctx.fail("float64 (f64) values are refused by PJRTX_F64=error (MLX's GPU streams have "
+      ctx.fail(c128 ? "complex128 (c128)" : "float64 (f64)",
+               " values are refused by PJRTX_F64=error (MLX's GPU streams have "
                "no float64; unset it to run f64 work on the CPU stream)");
     Kernel k;
     try {
-      k = fn(ctx);
+      k = c128 ? lower_complex128(ctx, fn) : fn(ctx);
     } catch (...) {
       rethrow_with_context(inst);
     }
@@ -201,10 +216,14 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
         // A token is carried as a bool scalar (ops/collective.cc).
         compiler::DType dt = want[i].dtype == compiler::DType::kToken ? compiler::DType::kPred
                                                                       : want[i].dtype;
+        // A c128 value is stored as f64 with a trailing dim of 2 (complex128.h).
+        const bool pair = dt == compiler::DType::kC128;
+        rank += pair;
+        lead = a.ndim() >= rank ? a.ndim() - rank : 0;
         bool ok = (st.batched ? a.ndim() >= rank : a.ndim() == rank) &&
                   from_mlx(a.dtype()) == storage_dtype(dt);
         for (size_t d = 0; ok && d < rank; ++d)
-          ok = a.shape(static_cast<int>(lead + d)) == want[i].shape[d];
+          ok = a.shape(static_cast<int>(lead + d)) == (d < want[i].shape.size() ? want[i].shape[d] : 2);
         if (!ok)
           throw Error(ErrorCode::kInternal,
                       "[" + inst.where() + "] lowering produced " +

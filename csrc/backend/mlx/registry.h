@@ -172,6 +172,12 @@ class LowerCtx {
 
   const compiler::Instruction& inst() const { return inst_; }
   const compiler::Plan& plan() const { return plan_; }
+  // The parts view (complex128.cc): c128 operand and result types read as
+  // f64 of the same shape, the type of each part of a complex128 value, so
+  // an op's own f64 lowering builds the kernel that runs on each part; a
+  // c128 constant operand then reads as unknown (constant_value).
+  void set_parts_view();
+  bool parts_view() const { return !parts_.empty(); }
   const compiler::TensorType& in(size_t i) const;
   const compiler::TensorType& out(size_t i) const;
   size_t num_in() const { return inst_.operands.size(); }
@@ -193,6 +199,7 @@ class LowerCtx {
   Lowerer& lowerer_;
   const compiler::Plan& plan_;
   const compiler::Instruction& inst_;
+  std::vector<compiler::TensorType> parts_;  // operands then results, when set
 };
 
 using Lowering = Kernel (*)(LowerCtx&);

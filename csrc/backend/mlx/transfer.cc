@@ -57,7 +57,7 @@ void strided_copy(const void* src, void* dst, const compiler::Shape& shape,
 mx::array array_from_host(const void* data, const compiler::TensorType& type,
                           const int64_t* byte_strides) {
   const mx::Dtype dt = to_mlx(type.dtype);
-  const mx::Shape shape = to_mlx_shape(type.shape);
+  const mx::Shape shape = storage_shape(type);
   const int64_t nbytes = type.byte_size();
   // A zero-size array still gets a (one-element) allocation: building it with
   // an op such as mx::zeros would bind it to this thread's default stream,

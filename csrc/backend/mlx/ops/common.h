@@ -80,6 +80,12 @@ inline mx::array make_complex(const mx::array& re, const mx::array& im) {
   return mx::squeeze(mx::view(pair, mx::complex64), -1);
 }
 
+// f64 exp, sin and cos accurate to a few ulps (ops/elementwise.cc): MLX's
+// CPU kernels evaluate these three in float32 for every input type.
+mx::array exp_f64(const mx::array& x);
+mx::array sin_f64(const mx::array& x);
+mx::array cos_f64(const mx::array& x);
+
 inline std::vector<int> to_int_vector(const std::vector<int64_t>& v) {
   return std::vector<int>(v.begin(), v.end());
 }

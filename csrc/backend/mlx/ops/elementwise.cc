@@ -536,6 +536,10 @@ Kernel lower_complex(LowerCtx& ctx) {
 
 }  // namespace
 
+mx::array ops::exp_f64(const mx::array& x) { return exp_accurate(x); }
+mx::array ops::sin_f64(const mx::array& x) { return sincos_f64<true>(x); }
+mx::array ops::cos_f64(const mx::array& x) { return sincos_f64<false>(x); }
+
 void register_elementwise_ops(Registry& r) {
   using compiler::Opcode;
   r.add(Opcode::abs, lower_abs);
