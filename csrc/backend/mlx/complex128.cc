@@ -292,7 +292,7 @@ bool carries_pairs(Opcode op) {
     case Opcode::optimization_barrier: case Opcode::tuple: case Opcode::get_tuple_element:
     case Opcode::composite: case Opcode::custom_call: case Opcode::sdy_sharding_constraint:
     case Opcode::sdy_reshard: case Opcode::fft: case Opcode::cholesky:
-    case Opcode::triangular_solve:
+    case Opcode::triangular_solve: case Opcode::sort:
       return true;
     default:
       return false;
@@ -435,6 +435,8 @@ Kernel lower_complex128(LowerCtx& ctx, Lowering own) {
   switch (inst.op) {
     case Opcode::dot_general: case Opcode::dot: case Opcode::convolution:
       return bilinear(ctx, own);
+    // Other reduction bodies (a product, ...) run on the pairs.
+    case Opcode::reduce: return own(ctx);
     case Opcode::constant: return lower_constant_c(ctx);
     case Opcode::convert: return lower_convert_c(ctx, own);
     case Opcode::bitcast_convert: return lower_bitcast_c(ctx);

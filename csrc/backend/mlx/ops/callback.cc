@@ -108,7 +108,7 @@ Kernel lower_callback(LowerCtx& ctx) {
     out_is_token.push_back(t.dtype == compiler::DType::kToken);
     if (out_is_token.back()) continue;
     out_types.push_back(t);
-    shapes.push_back(to_mlx_shape(t.shape));
+    shapes.push_back(storage_shape(t));
     dtypes.push_back(to_mlx(storage_dtype(t.dtype)));
   }
   // XLA replaces an op with only empty results by constants unless it has

@@ -9,11 +9,11 @@
 // the matrix (and throws on a singular one) where XLA substitutes and
 // returns inf/NaN.
 //
-// Element types: f32, f64, c64. A triangular solve also takes f16 and bf16
+// Element types: f32, f64, c64, c128. A triangular solve also takes f16 and bf16
 // and computes in f32 (XLA:CPU expands those in their own precision, so
 // results agree to their rounding); the factorizations refuse them with
-// "Unsupported dtype", as XLA:CPU's LAPACK calls do. c128 fails at compile
-// time: MLX has no complex128.
+// "Unsupported dtype", as XLA:CPU's LAPACK calls do. c128 (stored as f64
+// pairs, complex128.h) computes in std::complex<double>.
 // Zero-size operands never reach a host kernel.
 #include <complex>
 #include <string>
@@ -33,11 +33,10 @@ using C64 = std::complex<float>;
 // `half` allows them.
 DType compute_type(LowerCtx& ctx, DType t, bool half = false) {
   switch (t) {
-    case DType::kF32: case DType::kF64: case DType::kC64: return t;
+    case DType::kF32: case DType::kF64: case DType::kC64: case DType::kC128: return t;
     case DType::kF16: case DType::kBF16:
       if (half) return DType::kF32;
       ctx.fail("Unsupported dtype ", compiler::dtype_name(t), " (f32, f64, c64)");
-    case DType::kC128: ctx.fail("Unsupported dtype c128: MLX has no complex128");
     default: ctx.fail("Unsupported dtype ", compiler::dtype_name(t), " (f32, f64, c64)");
   }
 }
@@ -48,6 +47,8 @@ HostFn by_type(DType t, Make make) {
   switch (t) {
     case DType::kF64: return make(double{});
     case DType::kC64: return make(C64{});
+    // c128 values are stored as (re, im) f64 pairs: complex<double>'s layout.
+    case DType::kC128: return make(std::complex<double>{});
     default: return make(float{});
   }
 }
@@ -80,7 +81,7 @@ Kernel host_kernel_op(LowerCtx& ctx, std::string name, DType ct, HostFn fn) {
   std::vector<mx::Shape> shapes;
   std::vector<mx::Dtype> kernel_types, result_types;
   for (size_t i = 0; i < ctx.num_out(); ++i) {
-    shapes.push_back(to_mlx_shape(ctx.out(i).shape));
+    shapes.push_back(storage_shape(ctx.out(i)));
     result_types.push_back(to_mlx(ctx.out(i).dtype));
     kernel_types.push_back(compiler::is_float(ctx.out(i).dtype) ? to_mlx(ct) : result_types.back());
   }
@@ -209,7 +210,7 @@ Kernel lower_qr(LowerCtx& ctx) {
              ctx.out(0).str(), " and ", ctx.out(1).str());
   DType ct = compute_type(ctx, t.dtype);
   if (t.num_elements() == 0) {
-    mx::Shape ts = to_mlx_shape(taus.shape);
+    mx::Shape ts = storage_shape(taus);
     mx::Dtype dt = to_mlx(t.dtype);
     return [=](RunState&, const Arrays& in) { return Arrays{in[0], mx::zeros(ts, dt)}; };
   }
@@ -248,7 +249,7 @@ Kernel lower_geqp3(LowerCtx& ctx) {
   DType ct = compute_type(ctx, t.dtype);
   if (t.num_elements() == 0) {
     // LAPACK returns before reading jpvt when min(m, n) = 0: it comes back as given.
-    mx::Shape ts = to_mlx_shape(taus.shape);
+    mx::Shape ts = storage_shape(taus);
     mx::Dtype dt = to_mlx(t.dtype);
     return [=](RunState&, const Arrays& in) { return Arrays{in[0], in[1], mx::zeros(ts, dt)}; };
   }

@@ -1,6 +1,6 @@
 // Dense factorizations and triangular solves on one row-major matrix in host
-// memory, for the host kernels of ops/linalg_factor.cc. T is float, double or
-// std::complex<float> (MLX has no complex128).
+// memory, for the host kernels of ops/linalg_factor.cc. T is float, double,
+// std::complex<float> or std::complex<double> (c128, stored as f64 pairs).
 //
 // They follow LAPACK's algorithms and conventions (what XLA:CPU calls through
 // JAX's CPU lowerings), unblocked: potrf (Cholesky), trsm (substitution),

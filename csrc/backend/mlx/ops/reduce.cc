@@ -109,21 +109,25 @@ mx::array reduce_with(Combiner c, const mx::array& x, const std::vector<int>& ax
 // gives its results; JAX's argmax/argmin bodies (value, index) pick the
 // lower index on ties and NaN over numbers, which is order-independent.
 Arrays tree_reduce(const RegionProgram& body, RunState& st, Arrays xs, const Arrays& inits,
-                   const std::vector<int>& axes, const mx::Shape& out_shape) {
+                   const std::vector<int>& axes, const mx::Shape& out_shape, bool pairs = false) {
   size_t k = xs.size();
-  int rank = static_cast<int>(xs[0].ndim());
+  // c128 operands (pairs) keep their (re, im) dim last, after the reduced one.
+  int rank = static_cast<int>(xs[0].ndim()) - pairs;
   std::vector<int> perm;
   for (int d = 0; d < rank; ++d)
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) perm.push_back(d);
   perm.insert(perm.end(), axes.begin(), axes.end());
+  if (pairs) perm.push_back(rank);
   // The reduced dims flattened into one (an explicit size: -1 cannot be
   // inferred when the kept dims hold no elements).
   int reduced = 1;
   for (int a : axes) reduced *= xs[0].shape(a);
   mx::Shape flat = out_shape;
+  if (pairs) flat.pop_back();
   flat.push_back(reduced);
+  if (pairs) flat.push_back(2);
   for (auto& x : xs) x = reshape_if_needed(transpose_if_needed(x, perm), flat);
-  int last = static_cast<int>(flat.size()) - 1;
+  int last = static_cast<int>(flat.size()) - 1 - pairs;
   int n = xs[0].shape(last);
   auto cut = [&](const mx::array& x, int start, int stop, int step) {
     mx::Shape lo(x.ndim(), 0), hi = x.shape(), st(x.ndim(), 1);
@@ -274,7 +278,13 @@ Kernel lower_reduce(LowerCtx& ctx) {
     if (a < 0 || a >= in.rank()) ctx.fail("dimension ", a, " out of range for ", in.str());
     if (in.shape[a] == 0) empty = true;
   }
-  mx::Shape out_shape = to_mlx_shape(out.shape);
+  // complex128 (stored as f64 pairs, complex128.h) reduces through its body.
+  const bool pairs = in.dtype == DType::kC128;
+  if (pairs)
+    for (size_t i = 0; i < 2 * k; ++i)
+      if (ctx.in(i).dtype != DType::kC128)
+        ctx.fail("a reduction of complex128 with other types is not supported: ", ctx.in(i).str());
+  mx::Shape out_shape = storage_shape(out);
   if (empty) {
     // The init values, broadcast (MLX's max/min throw on empty axes).
     return [k, out_shape](RunState&, const Arrays& args) {
@@ -289,7 +299,7 @@ Kernel lower_reduce(LowerCtx& ctx) {
     // init is the body's identity).
     return [k](RunState&, const Arrays& args) { return Arrays(args.begin(), args.begin() + k); };
   }
-  auto combiner = k == 1 ? match_combiner(inst.regions.at(0), in.dtype) : std::nullopt;
+  auto combiner = k == 1 && !pairs ? match_combiner(inst.regions.at(0), in.dtype) : std::nullopt;
   // (Outputs with no elements take the general path: MLX's arg reductions
   // refuse empty arrays.)
   bool no_outputs = std::any_of(out.shape.begin(), out.shape.end(), [](int64_t d) { return d == 0; });
@@ -331,9 +341,9 @@ Kernel lower_reduce(LowerCtx& ctx) {
   if (!combiner) {
     std::sort(axes.begin(), axes.end());
     auto body = ctx.lower_region(inst.regions.at(0));
-    return [k, body, axes, out_shape](RunState& st, const Arrays& args) {
+    return [k, body, axes, out_shape, pairs](RunState& st, const Arrays& args) {
       return tree_reduce(*body, st, Arrays(args.begin(), args.begin() + k),
-                         Arrays(args.begin() + k, args.end()), axes, out_shape);
+                         Arrays(args.begin() + k, args.end()), axes, out_shape, pairs);
     };
   }
   mx::Dtype dt = to_mlx(out.dtype);

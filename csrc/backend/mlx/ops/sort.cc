@@ -105,6 +105,18 @@ std::optional<ProbeSet> probe_set(DType t) {
   } else if (t == DType::kPred) {
     push(p, uint8_t{0}, 0);
     push(p, uint8_t{1}, 1);
+  } else if (t == DType::kC128) {
+    // Every (re, im) pair of f64 probes, ranked by re, then im: JAX's
+    // comparators order a complex key as the keys (real, imag).
+    ProbeSet f = *probe_set(DType::kF64);
+    const size_t m = f.rank.size();
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < m; ++j) {
+        p.bytes.insert(p.bytes.end(), f.bytes.begin() + 8 * i, f.bytes.begin() + 8 * i + 8);
+        p.bytes.insert(p.bytes.end(), f.bytes.begin() + 8 * j, f.bytes.begin() + 8 * j + 8);
+        p.rank.push_back(f.rank[i] * 16 + f.rank[j]);
+        p.total_rank.push_back(f.total_rank[i] * 16 + f.total_rank[j]);
+      }
   } else {
     return std::nullopt;
   }
@@ -229,18 +241,42 @@ Kernel lower_sort(LowerCtx& ctx) {
 
   if (keys > 0) {
     return [keys, axis, types, descending, total](RunState&, const Arrays& in) {
+      // The keys in significance order; a c128 key (stored as f64 pairs,
+      // complex128.h) is two f64 keys, its real then its imaginary part.
+      std::vector<std::pair<mx::array, DType>> ks;
+      for (size_t k = 0; k < keys; ++k) {
+        if (types[k] != DType::kC128) {
+          ks.emplace_back(in[k], types[k]);
+          continue;
+        }
+        ks.emplace_back(mx::take(in[k], 0, -1), DType::kF64);
+        ks.emplace_back(mx::take(in[k], 1, -1), DType::kF64);
+      }
       // Least significant key first; each argsort is stable.
-      auto key_of = [&](size_t k) { return sort_key(in[k], types[k], descending, total); };
-      mx::array perm = mx::argsort(key_of(keys - 1), axis);
-      for (size_t k = keys - 1; k-- > 0;) {
+      auto key_of = [&](size_t k) { return sort_key(ks[k].first, ks[k].second, descending, total); };
+      mx::array perm = mx::argsort(key_of(ks.size() - 1), axis);
+      for (size_t k = ks.size() - 1; k-- > 0;) {
         mx::array key = mx::take_along_axis(key_of(k), perm, axis);
         perm = mx::take_along_axis(perm, mx::argsort(key, axis), axis);
       }
       Arrays out;
-      for (const auto& x : in) out.push_back(mx::take_along_axis(x, perm, axis));
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (types[i] != DType::kC128) {
+          out.push_back(mx::take_along_axis(in[i], perm, axis));
+          continue;
+        }
+        mx::array p2 = mx::expand_dims(perm, -1);
+        mx::Shape shape = in[i].shape();
+        shape[axis] = p2.shape(axis);
+        out.push_back(mx::take_along_axis(in[i], mx::broadcast_to(p2, shape), axis));
+      }
       return out;
     };
   }
+  for (DType t : types)
+    if (t == DType::kC128)
+      ctx.fail("complex128 operands need a comparator that orders keys ascending or descending "
+               "(what JAX's sort emits); this one is not, and the general sort does not take c128");
   if (len > kMaxGeneralSortLength)
     ctx.fail("comparator is not a plain ascending order over its keys, and the general "
              "O(n^2) sort handles at most ", kMaxGeneralSortLength, " elements per row (got ", len, ")");
