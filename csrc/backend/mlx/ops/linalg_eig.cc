@@ -31,6 +31,7 @@ Kernel lower_eigh(LowerCtx& ctx) {
   check_linalg_types(ctx, "eigh");
   bool lower = config_flag(ctx, "lower");
   if (ctx.in(0).num_elements() == 0) return empty_results(ctx);
+  if (ctx.in(0).dtype == compiler::DType::kC128) return lower_eigh_c128(ctx, lower);
   return [lower](RunState&, const Arrays& in) {
     mx::Stream s = cpu_stream();
     // LAPACK reads one triangle, so only that one can make it fail.
@@ -50,6 +51,7 @@ Kernel lower_svd(LowerCtx& ctx) {
   if (ctx.num_out() != (uv ? 3u : 1u))
     ctx.fail("pjrtx_svd with compute_uv=", uv, " has ", ctx.num_out(), " results");
   if (ctx.in(0).num_elements() == 0) return empty_results(ctx);
+  if (ctx.in(0).dtype == compiler::DType::kC128) return lower_svd_c128(ctx, full, uv);
   // m == 0 or n == 0 lowers without a custom call (pjrtx/lowerings).
   int k = std::min(m, n);
   bool real = !compiler::is_complex(ctx.in(0).dtype);
@@ -104,6 +106,8 @@ Kernel lower_eig(LowerCtx& ctx) {
   if (ctx.num_out() != 1u + left + right)
     ctx.fail("pjrtx_eig with left=", left, " right=", right, " has ", ctx.num_out(), " results");
   if (ctx.in(0).num_elements() == 0) return empty_results(ctx);
+  if (ctx.in(0).dtype == compiler::DType::kF64 || ctx.in(0).dtype == compiler::DType::kC128)
+    return lower_eig_wide(ctx, left, right);
   bool complex_in = compiler::is_complex(ctx.in(0).dtype);
   return [left, right, complex_in](RunState&, const Arrays& in) {
     mx::Stream s = cpu_stream();

@@ -28,21 +28,15 @@ bool config_flag(LowerCtx& ctx, const std::string& key) {
 
 void check_linalg_types(LowerCtx& ctx, const char* op) {
   DType t = ctx.in(0).dtype;
-  if (t == DType::kC128)
-    ctx.fail("pjrtx_", op, " of ", ctx.in(0).str(), ": complex128 is not supported (MLX has no complex128)");
-  if (t != DType::kF32 && t != DType::kF64 && t != DType::kC64)
-    ctx.fail("pjrtx_", op, " of ", ctx.in(0).str(), ": only f32, f64 and c64 are supported");
-  for (size_t i = 0; i < ctx.num_out(); ++i)
-    if (ctx.out(i).dtype == DType::kC128)
-      ctx.fail("pjrtx_", op, " of ", ctx.in(0).str(), " returns ", ctx.out(i).str(),
-               ": complex128 is not supported (MLX has no complex128)");
+  if (t != DType::kF32 && t != DType::kF64 && t != DType::kC64 && t != DType::kC128)
+    ctx.fail("pjrtx_", op, " of ", ctx.in(0).str(), ": only f32, f64, c64 and c128 are supported");
 }
 
 Kernel empty_results(LowerCtx& ctx) {
   std::vector<mx::Shape> shapes;
   std::vector<mx::Dtype> dtypes;
   for (size_t i = 0; i < ctx.num_out(); ++i) {
-    shapes.push_back(to_mlx_shape(ctx.out(i).shape));
+    shapes.push_back(storage_shape(ctx.out(i)));
     dtypes.push_back(to_mlx(ctx.out(i).dtype));
   }
   return [shapes, dtypes](RunState&, const Arrays&) {

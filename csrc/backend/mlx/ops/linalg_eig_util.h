@@ -15,9 +15,16 @@ mx::Stream cpu_stream();
 // The flag `key` of backend_config "key=0|1;..."; a missing one fails.
 bool config_flag(LowerCtx& ctx, const std::string& key);
 
-// Operand f32/f64/c64 and no c128 result; else a compile-time error naming
-// pjrtx_<op> and the type (MLX has no complex128).
+// Operand f32/f64/c64/c128; else a compile-time error naming pjrtx_<op>
+// and the type.
 void check_linalg_types(LowerCtx& ctx, const char* op);
+
+// Double-precision routines for what mx::linalg's LAPACK calls cannot take
+// (they stop at complex64): eigh and svd of c128 (linalg_jacobi.cc), eig of
+// f64 and c128, whose eigenvalues are c128 (linalg_schur.cc).
+Kernel lower_eigh_c128(LowerCtx& ctx, bool lower);
+Kernel lower_svd_c128(LowerCtx& ctx, bool full, bool uv);
+Kernel lower_eig_wide(LowerCtx& ctx, bool left, bool right);
 
 // Zero-element operand: every result is empty too; zeros of their types.
 Kernel empty_results(LowerCtx& ctx);

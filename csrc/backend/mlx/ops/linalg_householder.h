@@ -80,7 +80,9 @@ void hessenberg(Mat<W>& m, std::vector<W>& taus) {
 }
 
 template <typename T>
-using Wide = std::conditional_t<std::is_same_v<T, std::complex<float>>, cd, double>;
+using Wide = std::conditional_t<std::is_same_v<T, std::complex<float>> ||
+                                     std::is_same_v<T, std::complex<double>>,
+                                 cd, double>;
 
 template <typename T>
 T narrow(Wide<T> x) {
@@ -95,7 +97,7 @@ struct OutTypes {
 inline OutTypes out_types(LowerCtx& ctx) {
   OutTypes o;
   for (size_t i = 0; i < ctx.num_out(); ++i) {
-    o.shapes.push_back(to_mlx_shape(ctx.out(i).shape));
+    o.shapes.push_back(storage_shape(ctx.out(i)));
     o.dtypes.push_back(to_mlx(ctx.out(i).dtype));
   }
   return o;

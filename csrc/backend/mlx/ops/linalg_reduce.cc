@@ -93,7 +93,7 @@ void run_hessenberg(const Arrays& in, Arrays& out, int n) {
   const T* a = in[0].data<T>();
   T* h = out[0].data<T>();
   T* taus = out[1].data<T>();
-  size_t nn = static_cast<size_t>(n) * n, batch = in[0].size() / nn;
+  size_t nn = static_cast<size_t>(n) * n, batch = in[0].nbytes() / sizeof(T) / nn;
   for (size_t b = 0; b < batch; ++b) {
     Mat<W> m{n, std::vector<W>(a + b * nn, a + (b + 1) * nn)};
     std::vector<W> t(std::max(n - 1, 0));
@@ -111,7 +111,7 @@ void run_tridiagonal(const Arrays& in, Arrays& out, int n, bool lower) {
   R* d = out[1].data<R>();
   R* e = out[2].data<R>();
   T* taus = out[3].data<T>();
-  size_t nn = static_cast<size_t>(n) * n, batch = in[0].size() / nn;
+  size_t nn = static_cast<size_t>(n) * n, batch = in[0].nbytes() / sizeof(T) / nn;
   for (size_t b = 0; b < batch; ++b) {
     Mat<W> m{n, std::vector<W>(a + b * nn, a + (b + 1) * nn)};
     std::vector<double> dd(n), ee(n - 1);
@@ -144,6 +144,8 @@ Kernel lower_hessenberg(LowerCtx& ctx) {
                        [n, t](const Arrays& ins, Arrays& outs) {
                          if (t == compiler::DType::kF32) run_hessenberg<float>(ins, outs, n);
                          else if (t == compiler::DType::kF64) run_hessenberg<double>(ins, outs, n);
+                         else if (t == compiler::DType::kC128)
+                           run_hessenberg<std::complex<double>>(ins, outs, n);
                          else run_hessenberg<std::complex<float>>(ins, outs, n);
                        });
   };
@@ -164,6 +166,8 @@ Kernel lower_tridiagonal(LowerCtx& ctx) {
                            run_tridiagonal<float, float>(ins, outs, n, lower);
                          else if (t == compiler::DType::kF64)
                            run_tridiagonal<double, double>(ins, outs, n, lower);
+                         else if (t == compiler::DType::kC128)
+                           run_tridiagonal<std::complex<double>, double>(ins, outs, n, lower);
                          else
                            run_tridiagonal<std::complex<float>, float>(ins, outs, n, lower);
                        });

@@ -257,7 +257,7 @@ void run_schur(const Arrays& in, Arrays& out, int n, bool vectors) {
   const T* a = in[0].data<T>();
   T* t_out = out[0].data<T>();
   T* z_out = vectors ? out[1].data<T>() : nullptr;
-  size_t nn = static_cast<size_t>(n) * n, batch = in[0].size() / nn;
+  size_t nn = static_cast<size_t>(n) * n, batch = in[0].nbytes() / sizeof(T) / nn;
   for (size_t b = 0; b < batch; ++b) {
     Mat<W> m{n, std::vector<W>(a + b * nn, a + (b + 1) * nn)};
     bool ok = true;
@@ -279,6 +279,122 @@ void run_schur(const Arrays& in, Arrays& out, int n, bool vectors) {
   }
 }
 
+// ---- eig in double precision ----------------------------------------------------
+
+// pjrtx_eig of f64 or c128: the complex Schur form A = Z T Z^H above; the
+// eigenvalues are T's diagonal, in the order the iteration leaves them (eig
+// and eigvals agree: the same iteration runs either way). Eigenvectors of T
+// by substitution, as LAPACK trevc: right ones solve (T - w_k) y = 0 with
+// y_k = 1 upwards, left ones (T - w_k)^H y = 0 downwards; a pivot smaller
+// than eps * |T| is replaced by that (trevc's smin), so defective matrices
+// give finite vectors. Mapped through Z, each vector is scaled as geev
+// does: unit 2-norm, its largest component real and positive.
+void geev_scale(std::vector<cd>& x) {
+  double nrm = 0;
+  size_t top = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    nrm += std::norm(x[i]);
+    if (std::abs(x[i]) > std::abs(x[top])) top = i;
+  }
+  nrm = std::sqrt(nrm);
+  if (nrm == 0) return;
+  cd phase = std::abs(x[top]) > 0 ? std::conj(x[top]) / std::abs(x[top]) : cd(1);
+  for (auto& e : x) e = e * phase / nrm;
+  x[top] = cd(x[top].real(), 0.0);
+}
+
+template <typename T>
+void run_eig_wide(const Arrays& in, Arrays& out, int n, bool left, bool right) {
+  const T* a = in[0].data<T>();
+  size_t nn = static_cast<size_t>(n) * n, batch = in[0].nbytes() / sizeof(T) / nn;
+  cd* w_out = out[0].data<cd>();
+  cd* vl_out = left ? out[1].data<cd>() : nullptr;
+  cd* vr_out = right ? out[1 + left].data<cd>() : nullptr;
+  const cd nan(std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN());
+  std::vector<cd> y(n), x(n);
+  for (size_t b = 0; b < batch; ++b) {
+    Mat<cd> m{n, std::vector<cd>(nn)};
+    bool ok = true;
+    for (size_t k = 0; k < nn; ++k) {
+      m.a[k] = cd(a[b * nn + k]);
+      ok = ok && std::isfinite(m.a[k].real()) && std::isfinite(m.a[k].imag());
+    }
+    Mat<cd> z{n, {}};
+    if (ok) {
+      std::vector<cd> taus(std::max(n - 1, 0));
+      hessenberg(m, taus);
+      z = accumulate_q(m, taus);
+      ok = schur_complex(m, z);
+    }
+    if (!ok) {
+      std::fill(w_out + b * n, w_out + (b + 1) * n, nan);
+      if (left) std::fill(vl_out + b * nn, vl_out + (b + 1) * nn, nan);
+      if (right) std::fill(vr_out + b * nn, vr_out + (b + 1) * nn, nan);
+      continue;
+    }
+    double tnorm = 0;
+    for (int r = 0; r < n; ++r)
+      for (int c = r; c < n; ++c) tnorm = std::max(tnorm, std::abs(m(r, c)));
+    const double smin = std::max(kEps * tnorm, std::numeric_limits<double>::min());
+    auto pivot = [&](cd d) { return std::abs(d) < smin ? cd(smin) : d; };
+    for (int k = 0; k < n; ++k) w_out[b * n + k] = m(k, k);
+    for (int k = 0; k < n && right; ++k) {
+      const cd wk = m(k, k);
+      std::fill(y.begin(), y.end(), cd(0));
+      y[k] = 1;
+      for (int i = k - 1; i >= 0; --i) {
+        cd s = m(i, k);
+        for (int j = i + 1; j < k; ++j) s += m(i, j) * y[j];
+        y[i] = -s / pivot(m(i, i) - wk);
+      }
+      for (int r = 0; r < n; ++r) {
+        cd s = 0;
+        for (int j = 0; j <= k; ++j) s += z(r, j) * y[j];
+        x[r] = s;
+      }
+      geev_scale(x);
+      for (int r = 0; r < n; ++r) vr_out[b * nn + static_cast<size_t>(r) * n + k] = x[r];
+    }
+    for (int k = 0; k < n && left; ++k) {
+      const cd wk = std::conj(m(k, k));
+      std::fill(y.begin(), y.end(), cd(0));
+      y[k] = 1;
+      for (int i = k + 1; i < n; ++i) {
+        cd s = 0;
+        for (int j = k; j < i; ++j) s += std::conj(m(j, i)) * y[j];
+        y[i] = -s / pivot(std::conj(m(i, i)) - wk);
+      }
+      for (int r = 0; r < n; ++r) {
+        cd s = 0;
+        for (int j = k; j < n; ++j) s += z(r, j) * y[j];
+        x[r] = s;
+      }
+      geev_scale(x);
+      for (int r = 0; r < n; ++r) vl_out[b * nn + static_cast<size_t>(r) * n + k] = x[r];
+    }
+  }
+}
+
+}  // namespace
+
+Kernel ops::lower_eig_wide(LowerCtx& ctx, bool left, bool right) {
+  int n = static_cast<int>(ctx.in(0).shape.back());
+  compiler::DType t = ctx.in(0).dtype;
+  OutTypes o = out_types(ctx);
+  for (size_t i = 0; i < ctx.num_out(); ++i)
+    if (ctx.out(i).dtype != compiler::DType::kC128)
+      ctx.fail("pjrtx_eig of ", ctx.in(0).str(), " must give c128 results, not ", ctx.out(i).str());
+  return [n, t, o, left, right](RunState&, const Arrays& in) {
+    return host_kernel("pjrtx_eig", in, o.shapes, o.dtypes,
+                       [n, t, left, right](const Arrays& ins, Arrays& outs) {
+                         if (t == compiler::DType::kF64) run_eig_wide<double>(ins, outs, n, left, right);
+                         else run_eig_wide<std::complex<double>>(ins, outs, n, left, right);
+                       });
+  };
+}
+
+namespace {
+
 Kernel lower_schur(LowerCtx& ctx) {
   check_linalg_types(ctx, "schur");
   bool vectors = config_flag(ctx, "vectors");
@@ -293,6 +409,8 @@ Kernel lower_schur(LowerCtx& ctx) {
                        [n, t, vectors](const Arrays& ins, Arrays& outs) {
                          if (t == compiler::DType::kF32) run_schur<float>(ins, outs, n, vectors);
                          else if (t == compiler::DType::kF64) run_schur<double>(ins, outs, n, vectors);
+                         else if (t == compiler::DType::kC128)
+                           run_schur<std::complex<double>>(ins, outs, n, vectors);
                          else run_schur<std::complex<float>>(ins, outs, n, vectors);
                        });
   };

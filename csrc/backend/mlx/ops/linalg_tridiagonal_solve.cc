@@ -103,7 +103,7 @@ void run_solve(const Arrays& in, Arrays& out, int m, int k, bool perturb) {
   using W = Wide<T>;
   const double eps = std::numeric_limits<R>::epsilon();
   const double tiny = std::numeric_limits<R>::min();
-  size_t mk = static_cast<size_t>(m) * k, batch = m == 0 ? 0 : in[1].size() / m;
+  size_t mk = static_cast<size_t>(m) * k, batch = m == 0 ? 0 : in[1].nbytes() / sizeof(T) / m;
   T* x = out[0].data<T>();
   for (size_t bi = 0; bi < batch; ++bi) {
     auto vec = [&](int i) {
@@ -141,6 +141,8 @@ Kernel lower_tridiagonal_solve(LowerCtx& ctx) {
                        [m, k, t, perturb](const Arrays& ins, Arrays& outs) {
                          if (t == compiler::DType::kF32) run_solve<float, float>(ins, outs, m, k, perturb);
                          else if (t == compiler::DType::kF64) run_solve<double, double>(ins, outs, m, k, perturb);
+                         else if (t == compiler::DType::kC128)
+                           run_solve<std::complex<double>, double>(ins, outs, m, k, perturb);
                          else run_solve<std::complex<float>, float>(ins, outs, m, k, perturb);
                        });
   };
