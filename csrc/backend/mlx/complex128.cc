@@ -78,8 +78,11 @@ mx::array abs_c(const Cx& z) {
   mx::array r = mx::divide(lo, safe);
   mx::array m = mx::multiply(hi, mx::sqrt(mx::add(c(1.0), mx::multiply(r, r))));
   m = mx::where(mx::equal(hi, c(0.0)), c(0.0), m);
+  // inf when a part is infinite, NaN when a part is NaN (XLA:CPU gives NaN
+  // for |inf + nan i|, where C's hypot gives inf).
   mx::array inf = mx::logical_or(mx::isinf(a), mx::isinf(b));
-  return mx::where(inf, c(kInf), m);
+  mx::array nan = mx::logical_or(mx::isnan(a), mx::isnan(b));
+  return mx::where(nan, c(std::numeric_limits<double>::quiet_NaN()), mx::where(inf, c(kInf), m));
 }
 
 // ---- complex arithmetic -------------------------------------------------
@@ -90,9 +93,17 @@ Cx mul_c(const Cx& x, const Cx& y) {
           mx::add(mx::multiply(x.re, y.im), mx::multiply(x.im, y.re))};
 }
 
+// 1 or 0 with the sign of x, by whether x is infinite (C99 Annex G's
+// recovery of infinities from a NaN result).
+mx::array inf_unit(const mx::array& x) {
+  return copysign_r(mx::where(mx::isinf(x), c(1.0), c(0.0)), x);
+}
+
 // Smith's algorithm, as XLA's elemental emitter: scale by the larger part
-// of the divisor. A zero divisor gives infinities signed by the dividend
-// (XLA: copysign(inf, d.re) * x), a NaN dividend NaN.
+// of the divisor. Where that gives NaN + NaN i, XLA (as C99 Annex G)
+// recovers: a zero divisor gives infinities signed by the dividend
+// (copysign(inf, y.re) * x), an infinite dividend over a finite divisor
+// infinities, a finite dividend over an infinite divisor signed zeros.
 Cx div_c(const Cx& x, const Cx& y) {
   mx::array big_re = mx::greater_equal(mx::abs(y.re), mx::abs(y.im));
   // |y.re| >= |y.im|: r = y.im / y.re, d = y.re + y.im r
@@ -108,10 +119,26 @@ Cx div_c(const Cx& x, const Cx& y) {
   mx::array re2 = mx::divide(mx::add(mx::multiply(x.re, r2), x.im), d2);
   mx::array im2 = mx::divide(mx::subtract(mx::multiply(x.im, r2), x.re), d2);
   mx::array re = mx::where(big_re, re1, re2), im = mx::where(big_re, im1, im2);
+  mx::array both_nan = mx::logical_and(mx::isnan(re), mx::isnan(im));
+  auto finite = [](const Cx& z) { return mx::logical_and(mx::isfinite(z.re), mx::isfinite(z.im)); };
+  auto infinite = [](const Cx& z) { return mx::logical_or(mx::isinf(z.re), mx::isinf(z.im)); };
+  mx::array x_nan = mx::logical_and(mx::isnan(x.re), mx::isnan(x.im));
   mx::array zero = mx::logical_and(mx::equal(y.re, c(0.0)), mx::equal(y.im, c(0.0)));
   mx::array inf = copysign_r(c(kInf), y.re);
-  re = mx::where(zero, mx::multiply(inf, x.re), re);
-  im = mx::where(zero, mx::multiply(inf, x.im), im);
+  mx::array z_re = mx::multiply(inf, x.re), z_im = mx::multiply(inf, x.im);
+  // Infinite dividend, finite divisor: inf (a c + b d) + inf (b c - a d) i.
+  mx::array a = inf_unit(x.re), b = inf_unit(x.im);
+  mx::array i_re = mx::multiply(c(kInf), mx::add(mx::multiply(a, y.re), mx::multiply(b, y.im)));
+  mx::array i_im = mx::multiply(c(kInf), mx::subtract(mx::multiply(b, y.re), mx::multiply(a, y.im)));
+  // Finite dividend, infinite divisor: 0 (a c + b d) + 0 (b c - a d) i.
+  mx::array cc = inf_unit(y.re), dd = inf_unit(y.im);
+  mx::array o_re = mx::multiply(c(0.0), mx::add(mx::multiply(x.re, cc), mx::multiply(x.im, dd)));
+  mx::array o_im = mx::multiply(c(0.0), mx::subtract(mx::multiply(x.im, cc), mx::multiply(x.re, dd)));
+  mx::array use_zero = mx::logical_and(both_nan, mx::logical_and(zero, mx::logical_not(x_nan)));
+  mx::array use_inf = mx::logical_and(both_nan, mx::logical_and(infinite(x), finite(y)));
+  mx::array use_o = mx::logical_and(both_nan, mx::logical_and(finite(x), infinite(y)));
+  re = mx::where(use_zero, z_re, mx::where(use_inf, i_re, mx::where(use_o, o_re, re)));
+  im = mx::where(use_zero, z_im, mx::where(use_inf, i_im, mx::where(use_o, o_im, im)));
   return {re, im};
 }
 
@@ -208,18 +235,28 @@ Cx tan_parts(const mx::array& a, const mx::array& b) {
   return {mx::divide(mx::multiply(t, sech2), den),
           mx::divide(mx::multiply(h, mx::add(c(1.0), t2)), den)};
 }
-Cx tan_c(const Cx& z) {
-  Cx r = tan_parts(z.re, z.im);
-  // tan(+-inf + yi) with finite y is NaN (C99, XLA).
-  mx::array undefined = mx::logical_and(mx::isinf(z.re), mx::isfinite(z.im));
+// tanh(x + yi) with XLA:CPU's special values (C99's, but for
+// tanh(0 + nan i), NaN + NaN i): tanh(+-inf + yi) = +-1 + 0i for any y,
+// tanh(nan + 0i) = nan + 0i, and NaN where y is infinite or NaN otherwise.
+// tan(z) = -i tanh(iz).
+Cx tanh_special(const mx::array& x, const mx::array& y) {
+  Cx r = tan_parts(y, x);
   mx::array nan = c(std::numeric_limits<double>::quiet_NaN());
-  return {mx::where(undefined, nan, r.re), mx::where(undefined, nan, r.im)};
+  mx::array bad_y = mx::logical_and(mx::logical_not(mx::isfinite(y)), mx::isfinite(x));
+  mx::array re = mx::where(bad_y, nan, r.im), im = mx::where(bad_y, nan, r.re);
+  mx::array nan_zero = mx::logical_and(mx::isnan(x), mx::equal(y, c(0.0)));
+  im = mx::where(nan_zero, y, im);
+  mx::array x_inf = mx::isinf(x);
+  mx::array sin2y = mx::where(mx::isfinite(y), sin_r(mx::multiply(c(2.0), y)), c(1.0));
+  re = mx::where(x_inf, copysign_r(c(1.0), x), re);
+  im = mx::where(x_inf, copysign_r(c(0.0), sin2y), im);
+  return {re, im};
 }
-Cx tanh_c(const Cx& z) {
-  Cx r = tan_parts(z.im, z.re);
-  mx::array undefined = mx::logical_and(mx::isinf(z.im), mx::isfinite(z.re));
-  mx::array nan = c(std::numeric_limits<double>::quiet_NaN());
-  return {mx::where(undefined, nan, r.im), mx::where(undefined, nan, r.re)};
+Cx tanh_c(const Cx& z) { return tanh_special(z.re, z.im); }
+Cx tan_c(const Cx& z) {
+  // iz = -b + ai; tan z = -i tanh(iz) = im(t) - re(t) i.
+  Cx t = tanh_special(mx::negative(z.im), z.re);
+  return {t.im, mx::negative(t.re)};
 }
 
 // Each part divided by |z|; 0 stays 0 (XLA: sign(-inf + 2i) = nan + 0i).
@@ -461,7 +498,15 @@ Kernel lower_complex128(LowerCtx& ctx, Lowering own) {
     case Opcode::log_plus_one: return unary_c(log1p_c);
     case Opcode::sqrt: return unary_c(sqrt_c);
     case Opcode::rsqrt:
-      return unary_c([](const Cx& z) { return div_c(one_c(z.re), sqrt_c(z)); });
+      return unary_c([](const Cx& z) {
+        // 1 / sqrt(z); an infinite z gives the signed zero of 1 / inf
+        // (XLA: rsqrt(inf i) = 0 - 0i).
+        Cx r = sqrt_c(z);
+        Cx q = div_c(one_c(z.re), r);
+        mx::array inf = mx::logical_or(mx::isinf(z.re), mx::isinf(z.im));
+        return Cx{mx::where(inf, copysign_r(c(0.0), r.re), q.re),
+                  mx::where(inf, copysign_r(c(0.0), mx::negative(r.im)), q.im)};
+      });
     case Opcode::sine: return unary_c(sin_c);
     case Opcode::cosine: return unary_c(cos_c);
     case Opcode::tan: return unary_c(tan_c);
