@@ -308,13 +308,6 @@ def test_eig_nan_and_zero_size(pjrtx_device):
     assert w.shape == (0, 3) and vr.shape == (0, 3, 3) and w.dtype == np.complex64
 
 
-def test_eig_of_f64_is_refused_naming_complex128(pjrtx_device):
-    with jax.enable_x64(True):
-        # refused at compile time, by the op that first touches complex128
-        with pytest.raises(Exception, match=r"complex128"):
-            run_on(pjrtx_device, jnp.linalg.eigvals, np.eye(3))
-
-
 def test_eigvals_grad(pjrtx_device, cpu_device):
     a = normal_matrix(4, np.float32)
     f = jax.grad(lambda x: jnp.linalg.eigvals(x).real.sum())  # = trace: gradient I

@@ -60,8 +60,13 @@ def test_expm():
     assert_rel(*both(jsl.expm, a), np.exp(2 * np.abs(a).sum(0).max()) * gamma(3 * 4 + 4 * 13, np.float32))
 
 
-def test_c128_is_refused_by_name():
-    # MLX has no complex128: refused by name before anything runs.
+def test_c128_qr_by_residual():
+    # complex128 (f64 pairs on MLX) factorizes in complex<double>:
+    # Householder QR is backward stable, |QR - A| <= c n eps |A|.
     with jax.enable_x64(True):
-        with pytest.raises(Exception, match="c128 is not supported"):
-            jax.jit(lax_linalg.geqrf)(jax.device_put(np.eye(3, dtype=np.complex128), PJRTX()))
+        rng = np.random.default_rng(13)
+        a = rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))
+        q, r = jax.jit(jnp.linalg.qr)(jax.device_put(a, PJRTX()))
+        assert q.dtype == np.complex128
+        eps = np.finfo(np.float64).eps
+        assert np.abs(np.asarray(q) @ np.asarray(r) - a).max() <= 32 * 5 * eps * np.linalg.norm(a, 2)

@@ -1,6 +1,6 @@
 """x64 on pjrtx: f64/s64/u64 keep every bit through transfers and programs,
-complex128 is refused at compile time by op and type, and the f64 policy
-(PJRTX_F64) decides at compile time."""
+and the f64 policy (PJRTX_F64) decides at compile time. complex128 has its
+own file (test_complex128.py)."""
 import os
 import subprocess
 import tempfile
@@ -60,15 +60,6 @@ def test_s64_u64_arithmetic_matches_cpu():
                                   "lt": x < y, "to_f64": x.astype(jnp.float64)}, s, s[::-1])
         assert_same(lambda x, y: {"add": x + y, "mul": x * y, "shr": x >> 7, "lt": x < y,
                                   "to_f64": x.astype(jnp.float64)}, u, u[::-1])
-
-
-def test_complex128_is_refused_at_compile_time_by_op():
-    with jax.enable_x64(True):
-        f = jax.jit(lambda x: (x.astype(jnp.complex128) * 2).real, device=jax.devices("pjrtx")[0])
-        lowered = f.lower(np.ones(3))
-        with pytest.raises(Exception, match=r"\[stablehlo\.\w+\] complex128 \(c128\) values are not supported") as e:
-            lowered.compile()
-        assert "INTERNAL" not in str(e.value)
 
 
 def run_with_env(code, **env):
