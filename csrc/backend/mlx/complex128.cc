@@ -37,8 +37,8 @@ struct Cx {
   mx::array re, im;
 };
 
-mx::array re_of(const mx::array& x) { return mx::take(x, 0, -1); }
-mx::array im_of(const mx::array& x) { return mx::take(x, 1, -1); }
+mx::array re_of(const mx::array& x) { return c128_part(x, 0); }
+mx::array im_of(const mx::array& x) { return c128_part(x, 1); }
 Cx split(const mx::array& x) { return {re_of(x), im_of(x)}; }
 mx::array pack(const mx::array& re, const mx::array& im) {
   // The parts may broadcast against each other (a scalar part).
@@ -465,6 +465,13 @@ Kernel lower_compare_c(LowerCtx& ctx) {
 
 }  // namespace
 
+mx::array c128_part(const mx::array& pairs, int k) {
+  mx::Shape start(pairs.ndim(), 0), stop = pairs.shape();
+  start.back() = k;
+  stop.back() = k + 1;
+  return mx::squeeze(mx::slice(pairs, start, stop), -1);
+}
+
 Kernel lower_complex128(LowerCtx& ctx, Lowering own) {
   const Instruction& inst = ctx.inst();
   if (carries_pairs(inst.op)) return own(ctx);
@@ -472,8 +479,9 @@ Kernel lower_complex128(LowerCtx& ctx, Lowering own) {
   switch (inst.op) {
     case Opcode::dot_general: case Opcode::dot: case Opcode::convolution:
       return bilinear(ctx, own);
-    // Other reduction bodies (a product, ...) run on the pairs.
-    case Opcode::reduce: return own(ctx);
+    // Other reduction bodies (a product, ...) run on the pairs; windows only
+    // as cumulative scans (ops/reduce_window.cc).
+    case Opcode::reduce: case Opcode::reduce_window: return own(ctx);
     case Opcode::constant: return lower_constant_c(ctx);
     case Opcode::convert: return lower_convert_c(ctx, own);
     case Opcode::bitcast_convert: return lower_bitcast_c(ctx);

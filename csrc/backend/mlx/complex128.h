@@ -11,6 +11,10 @@
 
 namespace pjrtx::backend {
 
+// The real (k = 0) or imaginary (k = 1) parts of stored c128 pairs: a view
+// (a slice of the trailing dim), also of arrays with no elements.
+mx::array c128_part(const mx::array& pairs, int k);
+
 // The kernel of an instruction with a c128 operand or result; `own` is the
 // op's ordinary lowering (used on the parts, or as it is where the op only
 // carries values). Ops with no complex128 form fail naming the op.

@@ -281,8 +281,9 @@ void run_schur(const Arrays& in, Arrays& out, int n, bool vectors) {
 
 // ---- eig in double precision ----------------------------------------------------
 
-// pjrtx_eig of f64 or c128: the complex Schur form A = Z T Z^H above; the
-// eigenvalues are T's diagonal, in the order the iteration leaves them (eig
+// pjrtx_eig of f64 or c128: the Schur form A = Z T Z^H above (for f64 the
+// real one, its 2x2 blocks then triangularized); the eigenvalues are T's
+// diagonal, in the order the iteration leaves them (eig
 // and eigvals agree: the same iteration runs either way). Eigenvectors of T
 // by substitution, as LAPACK trevc: right ones solve (T - w_k) y = 0 with
 // y_k = 1 upwards, left ones (T - w_k)^H y = 0 downwards; a pivot smaller
@@ -320,7 +321,35 @@ void run_eig_wide(const Arrays& in, Arrays& out, int n, bool left, bool right) {
       ok = ok && std::isfinite(m.a[k].real()) && std::isfinite(m.a[k].imag());
     }
     Mat<cd> z{n, {}};
-    if (ok) {
+    if (ok && std::is_same_v<T, double>) {
+      // Real input: the real Schur form, as dgeev, so real eigenvalues come
+      // out exactly real and complex ones in exact conjugate pairs (the
+      // positive imaginary part first); each standardized 2x2 block
+      // [[a, b], [c, a]] is then made triangular by the unitary whose first
+      // column is its eigenvector (b, i sqrt(-bc)) for a + i sqrt(-bc).
+      Mat<double> r{n, std::vector<double>(nn)};
+      for (size_t k = 0; k < nn; ++k) r.a[k] = m.a[k].real();
+      std::vector<double> taus(std::max(n - 1, 0));
+      hessenberg(r, taus);
+      Mat<double> rz = accumulate_q(r, taus);
+      ok = schur_real(r, rz);
+      z = Mat<cd>{n, std::vector<cd>(rz.a.begin(), rz.a.end())};
+      m = Mat<cd>{n, std::vector<cd>(r.a.begin(), r.a.end())};
+      for (int p = 0; ok && p + 1 < n; ++p) {
+        if (r(p + 1, p) == 0) continue;
+        const double bb = r(p, p + 1), cc = r(p + 1, p), aa = r(p, p);
+        const double wi = std::sqrt(std::abs(bb)) * std::sqrt(std::abs(cc));
+        cd u0(bb, 0), u1(0, wi);
+        const double nu = std::sqrt(std::norm(u0) + std::norm(u1));
+        u0 /= nu;
+        u1 /= nu;
+        apply2<cd>(m, z, p, p, p + 1, u0, -std::conj(u1), u1, std::conj(u0));
+        m(p + 1, p) = 0;
+        m(p, p) = cd(aa, wi);
+        m(p + 1, p + 1) = cd(aa, -wi);
+        ++p;
+      }
+    } else if (ok) {
       std::vector<cd> taus(std::max(n - 1, 0));
       hessenberg(m, taus);
       z = accumulate_q(m, taus);

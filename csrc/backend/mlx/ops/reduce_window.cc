@@ -91,7 +91,10 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
   const auto& out = ctx.out(0);
   int64_t rank = in.rank();
   Window w = read_window(ctx, rank);
-  auto combiner = k == 1 ? match_combiner(inst.regions.at(0), in.dtype) : std::nullopt;
+  // complex128 (f64 pairs, complex128.h) scans through its body; other
+  // c128 windows with bodies that are not sums are not supported.
+  const bool pairs = in.dtype == DType::kC128;
+  auto combiner = k == 1 && !pairs ? match_combiner(inst.regions.at(0), in.dtype) : std::nullopt;
   std::vector<mx::Dtype> dts;
   for (size_t i = 0; i < k; ++i) dts.push_back(to_mlx(ctx.out(i).dtype));
 
@@ -126,6 +129,9 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
       return associative_scan(*body, st, xs, axis, reverse);
     };
   }
+  if (pairs)
+    ctx.fail("complex128 windows are supported for sums and for cumulative scans with other "
+             "bodies (cumprod), not for this window");
 
   // A window as wide as the base dilation, stride 1, padded by one less
   // than the window on both sides: every window holds exactly one element,

@@ -17,6 +17,7 @@
 #include <numeric>
 #include <random>
 
+#include "backend/mlx/complex128.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/transfer.h"
 #include "compiler/error.h"
@@ -249,8 +250,8 @@ Kernel lower_sort(LowerCtx& ctx) {
           ks.emplace_back(in[k], types[k]);
           continue;
         }
-        ks.emplace_back(mx::take(in[k], 0, -1), DType::kF64);
-        ks.emplace_back(mx::take(in[k], 1, -1), DType::kF64);
+        ks.emplace_back(c128_part(in[k], 0), DType::kF64);
+        ks.emplace_back(c128_part(in[k], 1), DType::kF64);
       }
       // Least significant key first; each argsort is stable.
       auto key_of = [&](size_t k) { return sort_key(ks[k].first, ks[k].second, descending, total); };
