@@ -483,6 +483,14 @@ Kernel lower_complex128(LowerCtx& ctx, Lowering own) {
     // as cumulative scans (ops/reduce_window.cc).
     case Opcode::reduce: case Opcode::reduce_window: return own(ctx);
     case Opcode::constant: return lower_constant_c(ctx);
+    case Opcode::iota: {
+      // The f64 iota as the real parts, zero imaginary parts.
+      Kernel k = parts_kernel(ctx, own);
+      return [k](RunState& st, const Arrays& in) {
+        mx::array re = k(st, in)[0];
+        return Arrays{pack(re, mx::zeros_like(re))};
+      };
+    }
     case Opcode::convert: return lower_convert_c(ctx, own);
     case Opcode::bitcast_convert: return lower_bitcast_c(ctx);
     case Opcode::compare: return lower_compare_c(ctx);
