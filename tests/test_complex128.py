@@ -84,6 +84,33 @@ def test_selects_gathers_scatters_and_control_flow_match_cpu():
     assert_same(f, x)
 
 
+def test_scatters_with_any_body_and_scans_match_cpu():
+    x = crand((6, 3), seed=20)
+    u = crand((4, 3), seed=21)
+    idx = np.array([1, 4, 1, 1])  # a position hit three times
+    seg = np.array([0, 1, 1, 2, 0, 2])
+
+    def f(a, b):
+        return {
+            "mul": a.at[idx].multiply(b),        # the body runs on the pairs, in rounds
+            "mul2": a.at[idx, 2].multiply(b[:, 0]),
+            "add": a.at[idx].add(b),              # sums run on each part
+            "scalar": jnp.zeros((), a.dtype).at[()].add(a[0, 0]),
+            "seg_sum": jax.ops.segment_sum(a, seg, 3),
+            "iota": lax.iota(jnp.complex128, 5) * 1j,
+        }
+
+    # A product of at most 4 factors per element: a few ulps normwise.
+    got = run_on(jax.devices("pjrtx")[0], f, x, u)
+    want = run_on(jax.devices("cpu")[0], f, x, u)
+    for key in got:
+        assert_close_normwise(got[key], want[key], 32)
+    for g, w in ((run_on(jax.devices("pjrtx")[0], lambda a: (jnp.cumprod(a, 1), jax.ops.segment_prod(a, seg, 3)), x),
+                  run_on(jax.devices("cpu")[0], lambda a: (jnp.cumprod(a, 1), jax.ops.segment_prod(a, seg, 3)), x)),):
+        for a, b in zip(g, w):
+            assert_close_normwise(a, b, 32)
+
+
 def test_sort_with_complex_keys_matches_cpu():
     rng = np.random.default_rng(2)
     x = rng.integers(-2, 3, (4, 9)) + 1j * rng.integers(-2, 3, (4, 9))  # ties in both parts

@@ -479,9 +479,9 @@ Kernel lower_complex128(LowerCtx& ctx, Lowering own) {
   switch (inst.op) {
     case Opcode::dot_general: case Opcode::dot: case Opcode::convolution:
       return bilinear(ctx, own);
-    // Other reduction bodies (a product, ...) run on the pairs; windows only
-    // as cumulative scans (ops/reduce_window.cc).
-    case Opcode::reduce: case Opcode::reduce_window: return own(ctx);
+    // Other reduction and scatter bodies (a product, ...) run on the pairs;
+    // windows only as cumulative scans (ops/reduce_window.cc).
+    case Opcode::reduce: case Opcode::reduce_window: case Opcode::scatter: return own(ctx);
     case Opcode::constant: return lower_constant_c(ctx);
     case Opcode::iota: {
       // The f64 iota as the real parts, zero imaginary parts.

@@ -41,7 +41,7 @@ void LowerCtx::set_parts_view() {
 }
 
 std::shared_ptr<const RegionProgram> LowerCtx::lower_region(const Region& r) {
-  return lowerer_.lower_region(r);
+  return parts_.empty() ? lowerer_.lower_region(r) : lowerer_.lower_region_parts(r);
 }
 
 std::shared_ptr<const RegionProgram> LowerCtx::lower_function(const std::string& name) {
@@ -161,6 +161,21 @@ Arrays RegionProgram::run_batched(RunState& st, const Arrays& args) const {
   return run(st, args);
 }
 
+std::shared_ptr<const RegionProgram> Lowerer::lower_region_parts(const Region& r) {
+  for (const Instruction& inst : r.body)
+    if (inst.op != Opcode::add && inst.op != Opcode::subtract)
+      invalid_argument("[", inst.where(), "] pjrtx: only sums and differences run on the parts "
+                       "of complex128 values in a region");
+  const bool was = parts_mode_;
+  parts_mode_ = true;
+  struct Restore {
+    bool& flag;
+    bool value;
+    ~Restore() { flag = value; }
+  } restore{parts_mode_, was};
+  return lower_region(r);
+}
+
 std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
   auto prog = std::make_shared<RegionProgram>();
   prog->params = r.params;
@@ -183,9 +198,10 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
       ctx.fail(c128 ? "complex128 (c128)" : "float64 (f64)",
                " values are refused by PJRTX_F64=error (MLX's GPU streams have "
                "no float64; unset it to run f64 work on the CPU stream)");
+    if (parts_mode_) ctx.set_parts_view();
     Kernel k;
     try {
-      k = c128 ? lower_complex128(ctx, fn) : fn(ctx);
+      k = c128 && !parts_mode_ ? lower_complex128(ctx, fn) : fn(ctx);
     } catch (...) {
       rethrow_with_context(inst);
     }
@@ -204,7 +220,7 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     // Check every kernel's result types once per run: a lowering bug must
     // surface as an error naming the op, not as a wrong answer later.
     std::vector<compiler::TensorType> want;
-    for (auto v : inst.results) want.push_back(plan_.type(v));
+    for (size_t i = 0; i < inst.results.size(); ++i) want.push_back(ctx.out(i));
     Kernel checked = [k = std::move(k), want = std::move(want),
                       &inst](RunState& st, const Arrays& in) {
       Arrays out = k(st, in);
@@ -235,7 +251,8 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
       return out;
     };
     // Every run hands out the values computed here once.
-    if (auto folded = fold(inst, checked)) checked = std::move(*folded);
+    if (!parts_mode_)
+      if (auto folded = fold(inst, checked)) checked = std::move(*folded);
     prog->steps.push_back({std::move(checked), &inst});
   }
   plan_segments(*prog, r, breaks);

@@ -34,6 +34,10 @@ class Lowerer {
   explicit Lowerer(const compiler::Plan& plan, LowerOptions options = {})
       : plan_(plan), options_(options) {}
   std::shared_ptr<const RegionProgram> lower_region(const compiler::Region& r);
+  // The region with every instruction in the parts view (complex128.h): its
+  // c128 values are single f64 parts. For the bodies of ops that act on
+  // each part (sums, scatter-adds), whose instructions only add or subtract.
+  std::shared_ptr<const RegionProgram> lower_region_parts(const compiler::Region& r);
   std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
   const std::map<compiler::ValueId, mx::array>& constants() const { return constants_; }
   int64_t cpu_stream_instructions() const { return cpu_stream_instructions_; }
@@ -65,6 +69,7 @@ class Lowerer {
   std::set<std::string> in_progress_;
   std::map<std::string, bool> pure_;
   int64_t cpu_stream_instructions_ = 0;
+  bool parts_mode_ = false;  // lowering a region in the parts view
 };
 
 class Program {

@@ -368,9 +368,11 @@ std::optional<ScatterKind> match_scatter_body(const compiler::Region& body, DTyp
 // element that is the r-th to hit its position: a gather, one batched run
 // of the body and a scatter to distinct positions). The number of rounds,
 // the largest multiplicity, is read at run time.
+// `pairs`: the operands and updates are complex128, stored as f64 pairs
+// (complex128.h), which stay together as a trailing dim of 2.
 Arrays scatter_rounds(const RegionProgram& body, RunState& st, const Arrays& operands,
                       const Arrays& updates, const mx::array& target, int64_t total,
-                      const mx::Shape& operand_shape) {
+                      const mx::Shape& operand_shape, bool pairs = false) {
   size_t k = operands.size();
   mx::array tgt = mx::flatten(target);
   int n = tgt.size();
@@ -386,26 +388,31 @@ Arrays scatter_rounds(const RegionProgram& body, RunState& st, const Arrays& ope
   mx::array most = mx::max(rank);
   most.eval();
   int rounds = most.item<int>() + 1;
+  const int tot = static_cast<int>(total);
+  auto rows = [&](int m) { return pairs ? mx::Shape{m, 2} : mx::Shape{m}; };
   Arrays cur, upd;
   for (size_t i = 0; i < k; ++i) {
-    cur.push_back(mx::concatenate({mx::flatten(operands[i]), mx::zeros({1}, operands[i].dtype())}));
-    upd.push_back(mx::flatten(updates[i]));
+    cur.push_back(mx::concatenate({mx::reshape(operands[i], rows(tot)), mx::zeros(rows(1), operands[i].dtype())}, 0));
+    upd.push_back(mx::reshape(updates[i], rows(n)));
   }
-  mx::array trash = mx::full({n}, static_cast<int>(total), mx::int32);
+  mx::array trash = mx::full({n}, tot, mx::int32);
+  mx::Shape vshape = pairs ? mx::Shape{n, 1, 2} : mx::Shape{n, 1};
   for (int r = 0; r < rounds; ++r) {
     mx::array t = rounds == 1 ? tgt : mx::where(mx::equal(rank, mx::array(r, mx::int32)), tgt, trash);
     Arrays args;
-    for (const auto& c : cur) args.push_back(mx::take(c, t));
+    for (const auto& c : cur) args.push_back(mx::take(c, t, 0));
     args.insert(args.end(), upd.begin(), upd.end());
     Arrays res = body.run_batched(st, args);
     for (size_t i = 0; i < k; ++i) {
-      mx::array v = mx::astype(mx::broadcast_to(res[i], {n}), cur[i].dtype());
-      cur[i] = mx::scatter(cur[i], {t}, mx::reshape(v, {n, 1}), std::vector<int>{0});
+      mx::array v = mx::astype(mx::broadcast_to(res[i], rows(n)), cur[i].dtype());
+      cur[i] = mx::scatter(cur[i], {t}, mx::reshape(v, vshape), std::vector<int>{0});
     }
   }
+  mx::Shape out_shape = operand_shape;
+  if (pairs) out_shape.push_back(2);
   Arrays out;
   for (const auto& c : cur)
-    out.push_back(mx::reshape(mx::slice(c, {0}, {static_cast<int>(total)}), operand_shape));
+    out.push_back(mx::reshape(mx::slice(c, mx::Shape(c.ndim(), 0), rows(tot)), out_shape));
   return out;
 }
 
@@ -423,10 +430,18 @@ Kernel lower_scatter(LowerCtx& ctx) {
                              inst.attr_ints(attr + "scattered_dims_to_operand_dims", {}),
                              inst.attr_ints(attr + "input_batching_dims", {}),
                              inst.attr_ints(attr + "scatter_indices_batching_dims", {}));
+  // complex128 (f64 pairs, complex128.h) with a body that is not a sum or
+  // a replacement (a product): element by element through the body.
+  const bool pairs = operand.dtype == DType::kC128;
+  if (pairs)
+    for (size_t i = 0; i < ctx.num_in(); ++i)
+      if (i != k && ctx.in(i).dtype != DType::kC128)
+        ctx.fail("a scatter of complex128 with other types is not supported: ", ctx.in(i).str());
   // Without scattered or batching dims every update window starts at the
   // origin: MLX's scatter needs an indexed axis, the element path does not.
-  auto kind = k == 1 && !p.axes.empty() ? match_scatter_body(inst.regions.at(0), operand.dtype)
-                                        : std::nullopt;
+  auto kind = k == 1 && !p.axes.empty() && !pairs
+                  ? match_scatter_body(inst.regions.at(0), operand.dtype)
+                  : std::nullopt;
   std::shared_ptr<const RegionProgram> body;
   if (!kind) body = ctx.lower_region(inst.regions.at(0));
   // Updates: [scatter dims..., window dims...] -> insert size-1 dims for
@@ -435,6 +450,7 @@ Kernel lower_scatter(LowerCtx& ctx) {
   for (int64_t d = 0; d < updates.rank(); ++d)
     if (!std::count(window_dims.begin(), window_dims.end(), d)) upd_perm.push_back(static_cast<int>(d));
   for (int64_t d : window_dims) upd_perm.push_back(static_cast<int>(d));
+  if (pairs) upd_perm.push_back(static_cast<int>(updates.rank()));
   mx::Shape full_window;
   std::vector<int64_t> window(operand.rank(), 1);
   for (int64_t d = 0, w = 0; d < operand.rank(); ++d) {
@@ -478,8 +494,10 @@ Kernel lower_scatter(LowerCtx& ctx) {
     if (empty) return operands;
     const mx::array& indices = args[k];
     Arrays us;
+    mx::Shape us_shape = upd_shape;
+    if (pairs) us_shape.push_back(2);
     for (size_t i = 0; i < k; ++i)
-      us.push_back(mx::reshape(transpose_if_needed(args[k + 1 + i], upd_perm), upd_shape));
+      us.push_back(mx::reshape(transpose_if_needed(args[k + 1 + i], upd_perm), us_shape));
     std::vector<mx::array> idx;
     mx::array valid = mx::full(to_shape(p.batch_shape), true, mx::bool_);
     for (size_t c = 0; c < p.index_map.size(); ++c) {
@@ -506,7 +524,7 @@ Kernel lower_scatter(LowerCtx& ctx) {
       }
       target = mx::where(mx::reshape(valid, bshape), target, mx::array(static_cast<int>(total), mx::int32));
       return scatter_rounds(*body, st, operands, us, mx::broadcast_to(target, upd_shape), total,
-                            operand_shape);
+                            operand_shape, pairs);
     }
     const mx::array& a = operands[0];
     mx::array u = us[0];
