@@ -2,6 +2,9 @@
 // pjrtx/lowerings/linalg_eig.py emits for eigh, svd and eig, computed with
 // mx::linalg (LAPACK syevd/heevd, gesdd, geev) on a CPU stream, because MLX
 // has these on the CPU only; MLX fences the stream against the device's.
+// mx::linalg stops at complex64 (and its eig of f64 would come back in
+// complex64), so eigh and svd of c128 and eig of f64 and c128 run pjrtx's
+// own double-precision routines (linalg_jacobi.cc, linalg_schur.cc).
 //
 // Results are exactly the JAX primitives' outputs (jax/_src/lax/linalg.py):
 //   pjrtx_eigh  [v, w]         w real and ascending, v's columns eigenvectors

@@ -36,8 +36,8 @@ DType compute_type(LowerCtx& ctx, DType t, bool half = false) {
     case DType::kF32: case DType::kF64: case DType::kC64: case DType::kC128: return t;
     case DType::kF16: case DType::kBF16:
       if (half) return DType::kF32;
-      ctx.fail("Unsupported dtype ", compiler::dtype_name(t), " (f32, f64, c64)");
-    default: ctx.fail("Unsupported dtype ", compiler::dtype_name(t), " (f32, f64, c64)");
+      ctx.fail("Unsupported dtype ", compiler::dtype_name(t), " (f32, f64, c64, c128)");
+    default: ctx.fail("Unsupported dtype ", compiler::dtype_name(t), " (f32, f64, c64, c128)");
   }
 }
 
