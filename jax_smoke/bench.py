@@ -4,7 +4,9 @@
 
 Runs every workload (jax_smoke/_bench_workloads.py) on pjrtx, on native MLX
 (`mlx.core`, `mx.compile`d) and on XLA:CPU, each backend in its own process,
-and prints per workload the median time per call, the ratios pjrtx / MLX and
+all alive at once: samples are taken in rounds, each round timing every
+backend once (in rotating order), so the machine's drift falls on all alike.
+It prints per workload the median time per call, the ratios pjrtx / MLX and
 pjrtx / XLA:CPU, GFLOP/s where the FLOPs are known, and the MLX primitives
 one call evaluates on pjrtx (after pjrtx's own lowering) and in the native
 MLX graph (nodes of `mx.export_to_dot`): on Metal each is a kernel launch.
@@ -32,22 +34,23 @@ TIER_WARMUP_CALLS = 66
 LABEL = {"pjrtx": "pjrtx", "mlx": "MLX", "xla": "XLA:CPU", "pjrtx_ref": "pjrtx-ref"}
 
 
-def measure(call, repeats: int, target_s: float) -> list[float]:
-    """Seconds per call: `repeats` samples, each the mean over enough calls
-    to last about target_s (a tiny call is timed over thousands)."""
+def calibrate(call, target_s: float) -> int:
+    """Calls per sample so that one sample lasts about target_s (a tiny call
+    is timed over thousands)."""
     call()
     call()  # warm: compile, caches, allocator
     t0 = time.perf_counter()
     call()
     one = max(time.perf_counter() - t0, 1e-7)
-    inner = max(1, min(100_000, int(target_s / one)))
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            call()
-        samples.append((time.perf_counter() - t0) / inner)
-    return samples
+    return max(1, min(100_000, int(target_s / one)))
+
+
+def sample(call, inner: int) -> float:
+    """Seconds per call, the mean over `inner` calls."""
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        call()
+    return (time.perf_counter() - t0) / inner
 
 
 def count_mlx_graph(outputs, path) -> int:
@@ -96,46 +99,122 @@ def child(backend: str, args) -> None:
 
     from _bench_workloads import WORKLOADS
 
-    results = {"blas": blas_of(backend)}
-    for w in WORKLOADS:
-        if args.only and w.name not in args.only:
-            continue
-        if backend == "mlx" and w.make_mlx is None:
-            continue
-        size = dict(w.quick if args.quick else w.sizes)
-        if backend == "mlx":
-            run = w.make_mlx(size)
-        else:
-            size["device"] = device
-            run = w.make_jax(size)
-        repeats = 3 if w.compile_time else args.repeats
-        if backend.startswith("pjrtx") and not w.compile_time and not args.quick:
-            # Steady state, as in a training loop: PJRTX_COMPILE=auto fuses a
-            # function's kernels from its 65th run (replays it from the 3rd).
-            for _ in range(TIER_WARMUP_CALLS):
-                run.call()
-        samples = measure(run.call, repeats, 0.01 if args.quick else 0.3)
-        r = {"median_s": statistics.median(samples), "samples": samples}
-        if backend == "pjrtx" and not w.compile_time:
-            from pjrtx import _pjrtx
+    # Commands come one per line on stdin, answers go to stdout as one JSON
+    # line each ("@@" marks them; libraries may print too). The parent times
+    # the backends in turn, so every backend's samples interleave.
+    by_name = {w.name: w for w in WORKLOADS}
+    w = run = inner = None
 
-            _pjrtx.count_primitives(True)
-            before = _pjrtx.primitives_evaluated()
-            run.call()
-            r["prims"] = _pjrtx.primitives_evaluated() - before
-            _pjrtx.count_primitives(False)
-        if backend == "mlx" and run.outputs is not None:
-            r["prims"] = run.units * count_mlx_graph(run.outputs(),
-                                                     os.path.join(args.out, f"{w.name}.dot"))
-        if backend != "mlx" and not w.compile_time:
-            leaves = jax.tree_util.tree_leaves(run.call())
-            np.savez(os.path.join(args.out, f"{args.child}_{w.name}.npz"),
-                     *[np.asarray(v) for v in leaves])
-        results[w.name] = r
-        print(f"{LABEL[args.child]:9} {w.name:10} {r['median_s'] * 1e3:10.3f} ms", file=sys.stderr,
-              flush=True)
-    with open(os.path.join(args.out, f"{args.child}.json"), "w") as f:
-        json.dump(results, f)
+    def reply(obj):
+        sys.stdout.write("@@" + json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    reply({"blas": blas_of(backend)})
+    for line in sys.stdin:
+        cmd, _, name = line.strip().partition(" ")
+        if cmd == "setup":
+            w = by_name[name]
+            if backend == "mlx" and w.make_mlx is None:
+                w = None
+                reply({"skip": True})
+                continue
+            size = dict(w.quick if args.quick else w.sizes)
+            if backend == "mlx":
+                run = w.make_mlx(size)
+            else:
+                size["device"] = device
+                run = w.make_jax(size)
+            if backend.startswith("pjrtx") and not w.compile_time and not args.quick:
+                # Steady state, as in a training loop: PJRTX_COMPILE=auto fuses a
+                # function's kernels from its 65th run (replays it from the 3rd).
+                for _ in range(TIER_WARMUP_CALLS):
+                    run.call()
+            inner = calibrate(run.call, 0.01 if args.quick else 0.3)
+            reply({"inner": inner})
+        elif cmd == "sample":
+            reply({"s": sample(run.call, inner)})
+        elif cmd == "finish":
+            r = {}
+            if backend == "pjrtx" and not w.compile_time:
+                from pjrtx import _pjrtx
+
+                _pjrtx.count_primitives(True)
+                before = _pjrtx.primitives_evaluated()
+                run.call()
+                r["prims"] = _pjrtx.primitives_evaluated() - before
+                _pjrtx.count_primitives(False)
+            if backend == "mlx" and run.outputs is not None:
+                r["prims"] = run.units * count_mlx_graph(run.outputs(),
+                                                         os.path.join(args.out, f"{w.name}.dot"))
+            if backend != "mlx" and not w.compile_time:
+                leaves = jax.tree_util.tree_leaves(run.call())
+                np.savez(os.path.join(args.out, f"{args.child}_{w.name}.npz"),
+                         *[np.asarray(v) for v in leaves])
+            w = run = None
+            reply(r)
+        elif cmd == "quit":
+            break
+
+
+class Child:
+    """One backend's process, driven line by line."""
+
+    def __init__(self, backend, args, out):
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", backend, "--out", out,
+               "--mlx-blas", args.mlx_blas]
+        if args.quick:
+            cmd.append("--quick")
+        self.backend = backend
+        self.p = subprocess.Popen(cmd, cwd=HERE, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        self.hello = self.read()
+
+    def read(self):
+        for line in self.p.stdout:
+            if line.startswith("@@"):
+                return json.loads(line[2:])
+            sys.stderr.write(line)
+        raise RuntimeError(f"the {LABEL[self.backend]} process died "
+                           f"(exit status {self.p.wait()})")
+
+    def ask(self, cmd):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        return self.read()
+
+    def close(self):
+        try:
+            self.p.stdin.write("quit\n")
+            self.p.stdin.close()
+        except OSError:
+            pass
+        self.p.wait()
+
+
+def interleaved(children, workloads, repeats) -> dict:
+    """Per backend and workload: samples taken in rounds, each round timing
+    every backend once, the order rotating from round to round; so a slow
+    spell of the machine (a shared VM drifts by tens of percent within a
+    minute) falls on all backends alike rather than on whichever ran then."""
+    res = {c.backend: {"blas": c.hello["blas"]} for c in children}
+    for w in workloads:
+        live = []
+        for c in children:  # one at a time: warm-up and calibration undisturbed
+            if not c.ask(f"setup {w.name}").get("skip"):
+                live.append(c)
+        samples = {c.backend: [] for c in live}
+        rounds = 3 if w.compile_time else repeats
+        for r in range(rounds):
+            for c in live[r % len(live):] + live[:r % len(live)]:
+                samples[c.backend].append(c.ask("sample")["s"])
+        for c in live:
+            extra = c.ask(f"finish {w.name}")
+            res[c.backend][w.name] = {"median_s": statistics.median(samples[c.backend]),
+                                      "samples": samples[c.backend], **extra}
+            print(f"{LABEL[c.backend]:9} {w.name:10} "
+                  f"{res[c.backend][w.name]['median_s'] * 1e3:10.3f} ms", file=sys.stderr,
+                  flush=True)
+    return res
 
 
 def blas_of(backend: str) -> str:
@@ -210,29 +289,29 @@ def main() -> int:
     from _bench_workloads import WORKLOADS
 
     out = tempfile.mkdtemp(prefix="pjrtx_bench_")
-    res = {}
     backends = BACKENDS if args.reference_blas else BACKENDS[:3]
-    for b in backends:
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", b, "--out", out,
-               "--repeats", str(args.repeats), "--mlx-blas", args.mlx_blas]
-        if args.quick:
-            cmd.append("--quick")
-        if args.only:
-            cmd += ["--only", ",".join(args.only)]
-        p = subprocess.run(cmd, cwd=HERE)
-        if p.returncode != 0:
-            print(f"bench: the {LABEL[b]} process failed ({p.returncode})")
-            return 1
-        with open(os.path.join(out, f"{b}.json")) as f:
-            res[b] = json.load(f)
+    workloads = [w for w in WORKLOADS if not args.only or w.name in args.only]
+    children = []
+    try:
+        for b in backends:
+            children.append(Child(b, args, out))
+        res = interleaved(children, workloads, args.repeats)
+    except RuntimeError as e:
+        print(f"bench: {e}")
+        return 1
+    finally:
+        for c in children:
+            c.close()
 
     import platform
 
     print(f"pjrtx bench, {time.strftime('%Y-%m-%d %H:%M')} UTC, {platform.machine()} "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; median of {args.repeats}"
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; median of {args.repeats} "
+          f"samples per backend, taken in interleaved rounds"
           f"{' (quick sizes)' if args.quick else ''}; BLAS: pjrtx {res['pjrtx']['blas']}, "
           f"MLX {res['mlx']['blas']}")
-    head = (f"{'workload':10} {'pjrtx':>13} {'MLX':>13} {'XLA:CPU':>13} {'/MLX':>6} {'/XLA':>6} "
+    head = (f"{'workload':10} {'pjrtx':>13} {'MLX':>13} {'XLA:CPU':>13} {'/MLX':>6} "
+            f"{'(rounds)':>11} {'/XLA':>6} "
             f"{'GFLOP/s pjrtx/MLX/XLA':>22} {'prims pjrtx/MLX':>16}  check")
     print(head)
     failed = False
@@ -246,13 +325,19 @@ def main() -> int:
         if w.flops:
             fl = w.flops(size)
             gf = "/".join(f"{fl / t[b] / 1e9:.1f}" if t[b] else "-" for b in BACKENDS[:3])
+        # pjrtx / MLX within each round: the spread says how far to trust
+        # the ratio of medians.
+        pairs = [a / b for a, b in zip(res["pjrtx"].get(w.name, {}).get("samples", []),
+                                       res["mlx"].get(w.name, {}).get("samples", []))]
+        spread = f"{min(pairs):.2f}-{max(pairs):.2f}" if pairs else "-"
         prims = "/".join(str(res[b].get(w.name, {}).get("prims", "-")) for b in ("pjrtx", "mlx"))
         ok = "-" if w.compile_time else check(w, size, out)
         failed |= ok.startswith("FAIL")
         print(f"{w.name:10} {fmt_time(t['pjrtx'], w.unit):>13} {fmt_time(t['mlx'], w.unit):>13} "
-              f"{fmt_time(t['xla'], w.unit):>13} {ratio('mlx'):>6} {ratio('xla'):>6} {gf:>22} "
+              f"{fmt_time(t['xla'], w.unit):>13} {ratio('mlx'):>6} {spread:>11} {ratio('xla'):>6} {gf:>22} "
               f"{prims:>16}  {ok}")
-    print("ratios are time pjrtx / time other (below 1: pjrtx faster); rows: "
+    print("ratios are time pjrtx / time other (below 1: pjrtx faster); (rounds): lowest and "
+          "highest pjrtx / MLX within one round; rows: "
           + "; ".join(f"{w.name} = {w.title}" for w in WORKLOADS
                       if not args.only or w.name in args.only))
     if args.reference_blas:
