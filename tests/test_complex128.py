@@ -111,6 +111,19 @@ def test_scatters_with_any_body_and_scans_match_cpu():
             assert_close_normwise(a, b, 32)
 
 
+def test_cumprod_along_an_axis_of_length_one_is_the_input():
+    # jnp.cumprod along a length-1 axis is a reduce_window of one element
+    # per window: init * x, exactly x (also with -0.0 and infinite parts).
+    x = crand((4, 1, 3), seed=22)
+    x[0, 0, 0] = complex(-0.0, np.inf)
+    got = run_on(jax.devices("pjrtx")[0], lambda a: (jnp.cumprod(a, 1), jnp.cumsum(a, 1)), x)
+    want = run_on(jax.devices("cpu")[0], lambda a: (jnp.cumprod(a, 1), jnp.cumsum(a, 1)), x)
+    for g, w in zip(got, want):
+        assert g.dtype == np.complex128
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got[1], x)
+
+
 def test_sort_with_complex_keys_matches_cpu():
     rng = np.random.default_rng(2)
     x = rng.integers(-2, 3, (4, 9)) + 1j * rng.integers(-2, 3, (4, 9))  # ties in both parts
@@ -178,6 +191,23 @@ def test_dot_and_einsum_within_the_summation_bound():
     assert_same(lambda x, y: jnp.einsum("ik,kj->ij", x, y), a, b, bound=bound)
     bound_c = sum_bound(lambda x, y: x @ y, np.abs(c), np.abs(b), terms=33, dtype=np.float64) * 2
     assert_same(lambda x, y: x @ y, c, b, bound=bound_c)
+
+
+def test_complex64_operands_with_a_complex128_result():
+    # lax.dot(..., preferred_element_type=complex128) on complex64 operands:
+    # their parts widen to f64 exactly, then the products sum in f64.
+    a = crand((5, 17), seed=12).astype(np.complex64)
+    b = crand((17, 4), seed=13).astype(np.complex64)
+    r = crand((17, 4), seed=14).real.astype(np.float32)
+    f = lambda x, y: lax.dot(x, y, preferred_element_type=np.complex128)
+    bound = sum_bound(lambda x, y: x @ y, np.abs(a), np.abs(b), terms=2 * 17, dtype=np.float64) * 2
+    assert_same(f, a, b, bound=bound)
+    got = run_on(jax.devices("pjrtx")[0], f, a, b)
+    exact = a.astype(np.complex128) @ b.astype(np.complex128)
+    assert got.dtype == np.complex128
+    assert np.all(np.abs(got.real - exact.real) <= bound) and np.all(np.abs(got.imag - exact.imag) <= bound)
+    bound_r = sum_bound(lambda x, y: x @ y, np.abs(a), np.abs(r), terms=17, dtype=np.float64) * 2
+    assert_same(f, a, r, bound=bound_r)
 
 
 def test_reductions_within_their_bounds():

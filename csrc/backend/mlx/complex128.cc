@@ -365,10 +365,16 @@ Kernel on_parts(LowerCtx& ctx, Lowering own) {
 
 // dot_general and convolution: bilinear, so four runs of the real op:
 // (a + bi)(c + di) = (ac - bd) + (ad + bc)i. A real operand has no
-// imaginary part.
+// imaginary part. A complex64 operand (preferred_element_type complex128)
+// takes part with its parts widened to f64, exactly.
 Kernel bilinear(LowerCtx& ctx, Lowering own) {
-  Kernel k = parts_kernel(ctx, own);
-  const bool lc = is_c128(ctx.in(0)), rc = is_c128(ctx.in(1));
+  LowerCtx parts(ctx);
+  parts.set_parts_view(/*c64_parts=*/true);
+  Kernel k = own(parts);
+  auto complex_in = [&](size_t i) {
+    return is_c128(ctx.in(i)) || ctx.in(i).dtype == DType::kC64;
+  };
+  const bool lc = complex_in(0), rc = complex_in(1);
   return [k, lc, rc](RunState& st, const Arrays& in) {
     Arrays rest(in.begin() + 2, in.end());
     auto run = [&](const mx::array& x, const mx::array& y) {
@@ -376,13 +382,17 @@ Kernel bilinear(LowerCtx& ctx, Lowering own) {
       args.insert(args.end(), rest.begin(), rest.end());
       return k(st, args)[0];
     };
-    mx::array ar = lc ? re_of(in[0]) : in[0], br = rc ? re_of(in[1]) : in[1];
+    auto part = [](const mx::array& x, int p) {
+      if (x.dtype() != mx::complex64) return c128_part(x, p);
+      return mx::astype(p == 0 ? mx::real(x) : mx::imag(x), mx::float64);
+    };
+    mx::array ar = lc ? part(in[0], 0) : in[0], br = rc ? part(in[1], 0) : in[1];
     mx::array re = run(ar, br);
     if (lc && rc) {
-      mx::array ai = im_of(in[0]), bi = im_of(in[1]);
+      mx::array ai = part(in[0], 1), bi = part(in[1], 1);
       return Arrays{pack(mx::subtract(re, run(ai, bi)), mx::add(run(ar, bi), run(ai, br)))};
     }
-    return Arrays{pack(re, lc ? run(im_of(in[0]), br) : run(ar, im_of(in[1])))};
+    return Arrays{pack(re, lc ? run(part(in[0], 1), br) : run(ar, part(in[1], 1)))};
   };
 }
 

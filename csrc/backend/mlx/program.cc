@@ -27,11 +27,12 @@ const compiler::TensorType& LowerCtx::out(size_t i) const {
   return plan_.type(inst_.results[i]);
 }
 
-void LowerCtx::set_parts_view() {
+void LowerCtx::set_parts_view(bool c64_parts) {
   parts_.clear();
   auto add = [&](compiler::ValueId v) {
     compiler::TensorType t = plan_.type(v);
-    if (t.dtype == compiler::DType::kC128) t.dtype = compiler::DType::kF64;
+    if (t.dtype == compiler::DType::kC128 || (c64_parts && t.dtype == compiler::DType::kC64))
+      t.dtype = compiler::DType::kF64;
     parts_.push_back(t);
   };
   for (auto v : inst_.operands) add(v);

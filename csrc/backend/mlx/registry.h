@@ -176,7 +176,9 @@ class LowerCtx {
   // f64 of the same shape, the type of each part of a complex128 value, so
   // an op's own f64 lowering builds the kernel that runs on each part; a
   // c128 constant operand then reads as unknown (constant_value).
-  void set_parts_view();
+  // `c64_parts`: complex64 operands read as f64 too (a dot_general or
+  // convolution of c64 operands with a c128 result widens their parts).
+  void set_parts_view(bool c64_parts = false);
   bool parts_view() const { return !parts_.empty(); }
   const compiler::TensorType& in(size_t i) const;
   const compiler::TensorType& out(size_t i) const;

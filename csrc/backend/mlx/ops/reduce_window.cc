@@ -129,9 +129,26 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
       return associative_scan(*body, st, xs, axis, reverse);
     };
   }
+  // A window of one element everywhere, unpadded: each result is
+  // body(init, x) (JAX's cumprod along an axis of length 1).
+  bool single = true;
+  for (int64_t d = 0; d < rank; ++d)
+    single &= w.dims[d] == 1 && w.strides[d] == 1 && w.base_dil[d] == 1 && w.pad_lo[d] == 0 &&
+              w.pad_hi[d] == 0;
+  if (single && body) {
+    return [=](RunState& st, const Arrays& args) {
+      Arrays xs;
+      for (size_t i = 0; i < k; ++i) xs.push_back(mx::broadcast_to(args[k + i], args[i].shape()));
+      xs.insert(xs.end(), args.begin(), args.begin() + k);
+      Arrays r = body->run_batched(st, xs);
+      for (size_t i = 0; i < k; ++i)
+        if (r[i].dtype() != args[i].dtype()) r[i] = mx::astype(r[i], args[i].dtype());
+      return r;
+    };
+  }
   if (pairs)
-    ctx.fail("complex128 windows are supported for sums and for cumulative scans with other "
-             "bodies (cumprod), not for this window");
+    ctx.fail("complex128 windows are supported for sums, for cumulative scans and for windows "
+             "of one element with other bodies (cumprod), not for this window");
 
   // A window as wide as the base dilation, stride 1, padded by one less
   // than the window on both sides: every window holds exactly one element,
