@@ -17,10 +17,7 @@ std::shared_ptr<Event> Event::failed(ErrorPtr error) {
   return e;
 }
 
-bool Event::is_ready() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
-}
+bool Event::is_ready() const { return done_flag_.load(std::memory_order_acquire); }
 
 ErrorPtr Event::error() const {
   std::lock_guard<std::mutex> lock(mu_);
