@@ -40,7 +40,8 @@ const std::vector<EnvVar>& env_vars() {
       {"PJRTX_SPIN_US", "50",
        "microseconds a waiting thread polls (yielding its core) before it blocks: the "
        "executor for the next call and for a short run's result (loop predicates included), "
-       "block_until_ready for its result, and on MLX's CPU device MLX's CPU stream thread "
+       "block_until_ready for its result (a buffer's first readiness check, PJRT_Event_IsReady, "
+       "before jaxlib would sleep), and on MLX's CPU device MLX's CPU stream thread "
        "after each run; 0 blocks at once (less CPU when calls are long or far apart)"},
       {"PJRTX_PRIORITY", "500",
        "JAX backend priority of the plugin (CPU is 0; the highest is the default backend)"},
