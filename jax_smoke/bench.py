@@ -288,6 +288,9 @@ def main() -> int:
 
     from _bench_workloads import WORKLOADS
 
+    # pjrtx sets MLX_ENABLE_TF32=0 (full float32 matmuls on a GPU) unless the
+    # user chose; native MLX gets the same setting, so both run the same math.
+    os.environ.setdefault("MLX_ENABLE_TF32", "0")
     out = tempfile.mkdtemp(prefix="pjrtx_bench_")
     backends = BACKENDS if args.reference_blas else BACKENDS[:3]
     workloads = [w for w in WORKLOADS if not args.only or w.name in args.only]
@@ -309,7 +312,7 @@ def main() -> int:
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; median of {args.repeats} "
           f"samples per backend, taken in interleaved rounds"
           f"{' (quick sizes)' if args.quick else ''}; BLAS: pjrtx {res['pjrtx']['blas']}, "
-          f"MLX {res['mlx']['blas']}")
+          f"MLX {res['mlx']['blas']}; MLX_ENABLE_TF32={os.environ['MLX_ENABLE_TF32']} for both")
     head = (f"{'workload':10} {'pjrtx':>13} {'MLX':>13} {'XLA:CPU':>13} {'/MLX':>6} "
             f"{'(rounds)':>11} {'/XLA':>6} "
             f"{'GFLOP/s pjrtx/MLX/XLA':>22} {'prims pjrtx/MLX':>16}  check")

@@ -5,11 +5,25 @@ Installing the package registers the plugin with JAX (entry point group
 """
 from __future__ import annotations
 
+import os
+
 __version__ = "0.1.0"
 PLATFORM = "pjrtx"
 
+# MLX computes float32 matmuls on a GPU in reduced precision (TF32: cuBLAS
+# tensor cores on CUDA, and cuDNN's convolutions there too; the neural
+# accelerators of Apple M5 and later on Metal) unless MLX_ENABLE_TF32=0,
+# which it reads once, at its first such op. StableHLO's dots carry a
+# precision config, and precision=HIGHEST (or jax_default_matmul_precision=
+# "highest") asks for full float32, but MLX has no per-op switch: pjrtx
+# computes every float32 dot and convolution in full precision, as XLA:CPU
+# does, unless the user chose. (Set here, before the extension loads libmlx;
+# it also applies to native mlx.core code in the same process.)
+MLX_TF32_VAR = "MLX_ENABLE_TF32"
+os.environ.setdefault(MLX_TF32_VAR, "0")
+
 # Before anything loads the extension (and with it libmlx): on Linux, point
 # libmlx's BLAS/LAPACK calls at OpenBLAS (PJRTX_BLAS; see pjrtx/_blas.py).
-from pjrtx import _blas
+from pjrtx import _blas  # noqa: E402
 
 _blas.preload()

@@ -35,6 +35,7 @@ def doctor() -> int:
         ok = False
     print(f"device     {device} (PJRTX_DEVICE={env.get('PJRTX_DEVICE')})")
     print(f"blas       {blas_line()}")
+    print(f"float32    {float32_line()}")
     print(f"PJRT API   {'.'.join(map(str, ext.abi_version()))}")
     ops = ext.supported_ops()
     targets = [o for o in ops if o.startswith("custom_call @")]
@@ -43,6 +44,23 @@ def doctor() -> int:
     for v in env.variables():
         print(f"  {v.name:<16} = {v.value!r:<10} {v.description} (default {v.default!r})")
     return 0 if ok else 1
+
+
+def float32_line() -> str:
+    """How MLX computes float32 dots and convolutions on a GPU (pjrtx sets
+    MLX_ENABLE_TF32=0 unless the user set it; MLX reads it once)."""
+    import os
+    import re
+
+    from pjrtx import MLX_TF32_VAR
+
+    raw = os.environ.get(MLX_TF32_VAR, "1")  # MLX's own default is 1
+    m = re.match(r"\s*[+-]?\d+", raw)  # MLX reads it with atoi: junk is 0
+    tf32 = bool(m and int(m.group()))
+    if tf32:
+        return (f"matmuls (and CUDA convolutions) in TF32 on a GPU ({MLX_TF32_VAR}={raw}): "
+                f"faster, about 3 decimal digits, and precision=HIGHEST is not honoured there")
+    return f"matmuls and convolutions in full float32 on every device ({MLX_TF32_VAR}={raw})"
 
 
 def blas_line() -> str:

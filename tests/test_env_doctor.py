@@ -38,7 +38,11 @@ TINY_JIT = textwrap.dedent("""
 def run(args, **env):
     e = {k: v for k, v in os.environ.items() if not k.startswith("PJRTX_")}
     e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PKG_PARENT), os.environ.get("PYTHONPATH")]))
-    e.update(env)
+    for k, v in env.items():  # None: the variable unset in the child
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
     return subprocess.run([sys.executable, *args], cwd=PKG_PARENT, env=e, capture_output=True,
                           text=True, timeout=120)
 
@@ -82,6 +86,31 @@ def test_doctor():
         assert line, (name, out)
         assert line.group(1) == default and line.group(2) == description
         assert line.group(3) == default
+
+
+@pytest.mark.parametrize("preset", [None, "0", "1", "junk"])
+def test_mlx_tf32_is_off_unless_the_user_chose(preset):
+    # MLX runs float32 matmuls and convolutions on a GPU in TF32 unless
+    # MLX_ENABLE_TF32=0, read once at its first such op: importing pjrtx
+    # (as JAX's plugin discovery does, before any program runs) sets 0 when
+    # the variable is unset and keeps what the user set. doctor says which.
+    code = TINY_JIT + "print('TF32', repr(os.environ['MLX_ENABLE_TF32']))\n"
+    p = run(["-c", code], MLX_ENABLE_TF32=preset)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(result_of(p), WANT)
+    want = "0" if preset is None else preset
+    assert re.search(rf"^TF32 '{want}'$", p.stdout, re.M), p.stdout
+    d = run(["-m", "pjrtx", "doctor"], MLX_ENABLE_TF32=preset)
+    line = re.search(r"^float32\s+(.*)$", d.stdout, re.M)
+    assert line, d.stdout
+    # MLX parses the value with atoi: "junk" is 0, so full precision too.
+    if want == "1":
+        assert line.group(1).startswith("matmuls (and CUDA convolutions) in TF32 on a GPU "
+                                        "(MLX_ENABLE_TF32=1)"), line.group(1)
+        assert "precision=HIGHEST is not honoured" in line.group(1)
+    else:
+        assert line.group(1) == ("matmuls and convolutions in full float32 on every device "
+                                 f"(MLX_ENABLE_TF32={want})"), line.group(1)
 
 
 def test_doctor_shows_set_values_and_bad_device():

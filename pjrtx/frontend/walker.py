@@ -20,6 +20,8 @@ from pjrtx.frontend.patterns import (
 )
 
 # Attributes that carry no meaning for a single-device MLX run.
+# precision_config: every float32 dot runs in full precision, which meets
+# every level (pjrtx sets MLX_ENABLE_TF32=0; see pjrtx/__init__.py).
 _IGNORED_ATTRS = frozenset({
     "mhlo.frontend_attributes", "mhlo.sharding", "mhlo.layout_mode", "jax.result_info",
     "precision_config", "result_layout", "operand_layouts", "result_layouts",
