@@ -36,6 +36,12 @@ def doctor() -> int:
     print(f"device     {device} (PJRTX_DEVICE={env.get('PJRTX_DEVICE')})")
     print(f"blas       {blas_line()}")
     print(f"float32    {float32_line()}")
+    if ok:
+        kind = "cpu" if device == "CPU" else "gpu"
+        rule = ext.mlx_arg_rule(kind, "float32")
+        print(f"argmax     {'MLX' if rule else 'pjrtx'} picks the index on the {kind} device "
+              f"(MLX's argmax {'gives' if rule else 'does not give'} JAX's answer for NaNs "
+              f"and ties{'' if rule else ': computed from max/min instead'})")
     print(f"PJRT API   {'.'.join(map(str, ext.abi_version()))}")
     ops = ext.supported_ops()
     targets = [o for o in ops if o.startswith("custom_call @")]

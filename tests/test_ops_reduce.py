@@ -411,3 +411,67 @@ def test_sum_of_a_negation_keeps_xlas_bits(dt):
 
     with x64_for(dt):
         check(f, x)
+
+
+ARG_RULE_DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dt", ARG_RULE_DTYPES, ids=name)
+def test_mlx_arg_rule_probe_matches_mlx(dt):
+    # The one-mx::argmax lowering above relies on MLX's argmax/argmin giving
+    # JAX's answer, which MLX's GPU kernels (and MLX before 0.32.2 anywhere)
+    # need not do; pjrtx probes it per device and dtype. The probe's verdict
+    # on the CPU must be what MLX itself does with NaNs, ties and signed
+    # zeros, checked here through mlx.core against NumPy.
+    import mlx.core as mx
+    from pjrtx import _pjrtx
+
+    rows = [[3, np.nan, 1, 5], [1, 2, np.nan], [-0.0, 0.0, -1, 5, 5, -1], [0.0, -0.0],
+            [np.inf, np.nan, -np.inf], [-1, -2, np.nan]]
+    mdt = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32,
+           "float64": mx.float64}[name(dt)]
+    agrees = True
+    for r in rows:
+        v = mx.array(np.array(r, np.float32)).astype(mdt)
+        got = (mx.argmax(v, stream=mx.cpu).item(), mx.argmin(v, stream=mx.cpu).item())
+        agrees &= got == (int(np.argmax(r)), int(np.argmin(r)))
+    assert _pjrtx.mlx_arg_rule("cpu", name(dt)) == agrees
+
+
+@pytest.fixture
+def arg_rule_forced_off():
+    from pjrtx import _pjrtx
+
+    def fresh():  # programs lowered before must not be reused
+        jax.clear_caches()
+        _pjrtx.clear_compile_cache()
+
+    _pjrtx._force_mlx_arg_rule(False)
+    fresh()
+    try:
+        yield
+    finally:
+        _pjrtx._force_mlx_arg_rule(None)
+        fresh()
+
+
+@pytest.mark.parametrize("dt", ARG_RULE_DTYPES, ids=name)
+def test_argmax_where_mlx_arg_rule_fails(arg_rule_forced_off, dt, monkeypatch):
+    # Where the probe says MLX's argmax would answer otherwise, JAX's
+    # argmax/argmin are computed from max/min, isnan and the lowest
+    # candidate index instead: the same answers as XLA:CPU for NaNs (first,
+    # inside, last), ties and signed zeros, along both axes, on long rows.
+    from oracle import primitives_per_call
+
+    x = ARG_VALUES.astype(dt)
+    rng = np.random.default_rng(4)
+    long = rng.integers(0, 5, (5, 1001)).astype(dt)
+    long[1, 500] = long[3, 17] = long[3, 900] = np.nan
+    f = lambda v: dict(amax0=jnp.argmax(v, 0), amax1=jnp.argmax(v, 1), amin0=jnp.argmin(v, 0),
+                       amin1=jnp.argmin(v, 1), amax_all=jnp.argmax(v))
+    with x64_for(dt):
+        check(f, x)
+        check(f, long)
+        monkeypatch.setenv("PJRTX_COMPILE", "never")
+        h = primitives_per_call(lambda v: jnp.argmax(v, 1), x)
+    assert "Max" in h, h  # the general path, not the single-ArgReduce lowering

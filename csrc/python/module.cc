@@ -4,11 +4,13 @@
 #include <mutex>
 #include <set>
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "backend/mlx/arg_rule.h"
 #include "backend/mlx/constant_pool.h"
 #include "backend/mlx/device.h"
 #include "backend/mlx/graph_stats.h"
@@ -88,6 +90,29 @@ NB_MODULE(_pjrtx, m) {
       "The process-wide pools of large constants (weak: only live ones count): dense_* for "
       "program constants, folded_* for constant subgraphs computed at compile time; *_hits "
       "and *_hit_bytes count the copies sharing avoided");
+  m.def(
+      "mlx_arg_rule",
+      [](const std::string& device, const std::string& dtype) {
+        namespace mx = mlx::core;
+        if (device != "cpu" && device != "gpu")
+          throw nb::value_error("mlx_arg_rule: device must be 'cpu' or 'gpu'");
+        const std::pair<const char*, mx::Dtype> dtypes[] = {
+            {"float16", mx::float16}, {"bfloat16", mx::bfloat16}, {"float32", mx::float32},
+            {"float64", mx::float64}};
+        for (const auto& [name, dt] : dtypes)
+          if (dtype == name)
+            return backend::mlx_arg_rule_holds(
+                mx::Device(device == "cpu" ? mx::Device::cpu : mx::Device::gpu), dt);
+        throw nb::value_error(
+            ("mlx_arg_rule: dtype must be float16, bfloat16, float32 or float64, got '" + dtype +
+             "'").c_str());
+      },
+      nb::arg("device"), nb::arg("dtype"),
+      "Whether MLX's argmax/argmin on this device give JAX's answer (first NaN, else lowest "
+      "index of the extreme); probed once per (device, dtype) on a thread of its own");
+  m.def("_force_mlx_arg_rule", &backend::force_mlx_arg_rule, nb::arg("value").none(),
+        "Tests: make every mlx_arg_rule answer `value` (None: probe again); affects programs "
+        "lowered afterwards");
   m.def("reset_peak_memory", &backend::reset_peak_memory,
         "Restarts MLX's peak-memory counter at 0 (not at the bytes in use)");
   m.def(

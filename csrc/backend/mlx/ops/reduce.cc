@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 
+#include "backend/mlx/arg_rule.h"
 #include "backend/mlx/ops/combiner.h"
 
 namespace pjrtx::backend {
@@ -308,14 +309,20 @@ Kernel lower_reduce(LowerCtx& ctx) {
                     compiler::is_integer(ctx.in(1).dtype)
                 ? match_arg_reduce(inst.regions.at(0))
                 : 0;
+  // The device this reduce will run on: f64 work runs on the CPU stream
+  // under a GPU device (program.cc).
+  const mx::Device arg_device = in.dtype == DType::kF64 ? mx::Device(mx::Device::cpu)
+                                                        : mx::default_device();
   if (arg != 0 && compiler::is_float(in.dtype) && iota_along(ctx, inst.operands[1], axes[0]) &&
-      argmax_init(ctx, inst.operands[2], inst.operands[3], arg)) {
+      argmax_init(ctx, inst.operands[2], inst.operands[3], arg) &&
+      mlx_arg_rule_holds(arg_device, to_mlx(in.dtype))) {
     // JAX's argmax/argmin: the indices are an iota along the axis and the
     // init pair is (-inf or +inf, 0), which the body hands back every
-    // reduced pair unchanged. MLX's argmax/argmin answer with the first
-    // NaN, else the lowest index of the extreme, -0 and +0 equal: NumPy's
-    // rule, which is JAX's body (tested with NaN, ties and signed zeros).
-    // So MLX's answer is the index: one reduction, no keys, no fold.
+    // reduced pair unchanged. Where MLX's argmax/argmin answer with the
+    // first NaN, else the lowest index of the extreme, -0 and +0 equal
+    // (NumPy's rule, which is JAX's body; checked on the device, see
+    // arg_rule.h), MLX's answer is the index: one reduction, no keys, no
+    // fold. Elsewhere the general path below computes it from max/min.
     int axis = axes[0];
     mx::Dtype it = to_mlx(ctx.out(1).dtype);
     mx::Shape idx_shape = to_mlx_shape(ctx.out(1).shape);
