@@ -8,6 +8,8 @@ def load_extension():
         from pjrtx import _pjrtx
     except ImportError as e:
         import pjrtx
+        if "3mlx" in str(e) and "ymbol" in str(e):  # a missing mlx:: C++ symbol
+            raise ImportError(mlx_mismatch_message(e)) from None
         raise ImportError(
             f"pjrtx: no compiled extension next to {pjrtx.__file__} ({e}). Python found "
             "a pjrtx without one: a source checkout on the path (e.g. running from the "
@@ -20,3 +22,25 @@ def load_extension():
             f"pjrtx: the compiled extension speaks contract {have}, the Python package "
             f"{CONTRACT_VERSION}; reinstall pjrtx so both come from one build")
     return _pjrtx
+
+
+def mlx_mismatch_message(error) -> str:
+    """The extension links MLX's C++ library, whose ABI changes between
+    releases (0.32.1 -> 0.32.4 did): name both sides and the two fixes."""
+    from importlib import metadata
+
+    try:
+        have = metadata.version("mlx")
+    except metadata.PackageNotFoundError:
+        have = "none"
+    try:
+        pins = [r for r in metadata.requires("pjrtx") or []
+                if r.replace(" ", "").startswith(("mlx==", "mlx[cpu]=="))]
+    except metadata.PackageNotFoundError:  # a source checkout: see pyproject.toml
+        pins = []
+    want = pins[0].split(";")[0].strip() if pins else "the mlx release in pyproject.toml"
+    return (f"pjrtx: the compiled extension was built against another MLX release than the "
+            f"installed mlx {have} ({error}). MLX's C++ library changes between releases; "
+            f"pjrtx requires {want}: install that (pip install '{want}'), or rebuild pjrtx "
+            f"against mlx {have} (pip install --force-reinstall --no-deps --no-build-isolation "
+            f"<pjrtx source>).")

@@ -247,3 +247,40 @@ def test_results_with_and_without_polling(spin):
         steps = {"counted": 100, "until": 12, "chain": 200}.get(k, 1)
         np.testing.assert_allclose(got[k], want[k], rtol=steps * 2 * np.finfo(np.float32).eps,
                                    atol=0, err_msg=k)
+
+
+def test_mlx_abi_mismatch_is_named():
+    # An extension built against one MLX release and loaded with another
+    # fails to link an mlx:: symbol (seen: built on 0.32.4, run with 0.32.1,
+    # "undefined symbol: _ZN3mlx4core5arrayC1E..."). The error must say that,
+    # with the installed version, not blame a source checkout.
+    code = textwrap.dedent("""
+        import sys, importlib.abc, importlib.machinery, importlib.util
+        class Broken(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+            # Found where the real one is; loading it fails as dlopen does.
+            def find_spec(self, name, path, target=None):
+                if name != "pjrtx._pjrtx":
+                    return None
+                real = importlib.machinery.PathFinder.find_spec(name, path)
+                return importlib.util.spec_from_file_location(name, real.origin, loader=self)
+            def create_module(self, spec):
+                raise ImportError("/x/_pjrtx.so: undefined symbol: "
+                                  "_ZN3mlx4core5arrayC1ENS0_9allocator4DataE")
+            def exec_module(self, module):
+                pass
+        sys.meta_path.insert(0, Broken())
+        from importlib import metadata
+        from pjrtx._contract import load_extension
+        try:
+            load_extension()
+        except ImportError as e:
+            print("MESSAGE", e)
+        print("MLX", metadata.version("mlx"))
+    """)
+    p = run(["-c", code])
+    assert p.returncode == 0, p.stderr
+    msg = re.search(r"^MESSAGE (.*)$", p.stdout, re.M).group(1)
+    have = re.search(r"^MLX (\S+)$", p.stdout, re.M).group(1)
+    assert msg.startswith("pjrtx: the compiled extension was built against another MLX "
+                          f"release than the installed mlx {have} ("), msg
+    assert "undefined symbol: _ZN3mlx4core" in msg and "source checkout" not in msg
