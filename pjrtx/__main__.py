@@ -38,10 +38,13 @@ def doctor() -> int:
     print(f"float32    {float32_line()}")
     if ok:
         kind = "cpu" if device == "CPU" else "gpu"
-        rule = ext.mlx_arg_rule(kind, "float32")
+        rule = ext.mlx_rule("arg", kind, "float32")
         print(f"argmax     {'MLX' if rule else 'pjrtx'} picks the index on the {kind} device "
               f"(MLX's argmax {'gives' if rule else 'does not give'} JAX's answer for NaNs "
               f"and ties{'' if rule else ': computed from max/min instead'})")
+        scan = ext.mlx_rule("scan", kind, "float32")
+        print(f"cummax     {'MLX' if scan else 'pjrtx'} carries NaNs through cummax/cummin on "
+              f"the {kind} device (MLX's scans {'do' if scan else 'do not'})")
     print(f"PJRT API   {'.'.join(map(str, ext.abi_version()))}")
     ops = ext.supported_ops()
     targets = [o for o in ops if o.startswith("custom_call @")]

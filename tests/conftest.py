@@ -21,3 +21,23 @@ def pjrtx_device():
 @pytest.fixture(scope="session")
 def cpu_device():
     return jax.devices("cpu")[0]
+
+
+@pytest.fixture
+def mlx_rules_forced_off():
+    """Lower as on a device where MLX's argmax and cummax/cummin do not give
+    XLA's answers for NaNs (pjrtx probes that per device, mlx_rules.h): the
+    programs then take the paths that do not rely on them."""
+    from pjrtx import _pjrtx
+
+    def fresh():  # programs lowered before must not be reused
+        jax.clear_caches()
+        _pjrtx.clear_compile_cache()
+
+    _pjrtx._force_mlx_rules(False)
+    fresh()
+    try:
+        yield
+    finally:
+        _pjrtx._force_mlx_rules(None)
+        fresh()

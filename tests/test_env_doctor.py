@@ -74,8 +74,11 @@ def test_doctor():
         or re.search(rf"^library\s+{re.escape(_pjrtx.__file__)}$", out, re.M)
     assert re.search(r"^device\s+CPU \(PJRTX_DEVICE=auto\)$", out, re.M), out
     assert re.search(r"^PJRT API\s+0\.\d+$", out, re.M)
-    who = "MLX" if _pjrtx.mlx_arg_rule("cpu", "float32") else "pjrtx"
+    who = "MLX" if _pjrtx.mlx_rule("arg", "cpu", "float32") else "pjrtx"
     assert re.search(rf"^argmax\s+{who} picks the index on the cpu device ", out, re.M), out
+    who = "MLX" if _pjrtx.mlx_rule("scan", "cpu", "float32") else "pjrtx"
+    assert re.search(rf"^cummax\s+{who} carries NaNs through cummax/cummin on the cpu device ",
+                     out, re.M), out
     ops = _pjrtx.supported_ops()
     targets = sum(o.startswith("custom_call @") for o in ops)
     assert targets > 0

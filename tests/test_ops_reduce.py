@@ -435,28 +435,11 @@ def test_mlx_arg_rule_probe_matches_mlx(dt):
         v = mx.array(np.array(r, np.float32)).astype(mdt)
         got = (mx.argmax(v, stream=mx.cpu).item(), mx.argmin(v, stream=mx.cpu).item())
         agrees &= got == (int(np.argmax(r)), int(np.argmin(r)))
-    assert _pjrtx.mlx_arg_rule("cpu", name(dt)) == agrees
-
-
-@pytest.fixture
-def arg_rule_forced_off():
-    from pjrtx import _pjrtx
-
-    def fresh():  # programs lowered before must not be reused
-        jax.clear_caches()
-        _pjrtx.clear_compile_cache()
-
-    _pjrtx._force_mlx_arg_rule(False)
-    fresh()
-    try:
-        yield
-    finally:
-        _pjrtx._force_mlx_arg_rule(None)
-        fresh()
+    assert _pjrtx.mlx_rule("arg", "cpu", name(dt)) == agrees
 
 
 @pytest.mark.parametrize("dt", ARG_RULE_DTYPES, ids=name)
-def test_argmax_where_mlx_arg_rule_fails(arg_rule_forced_off, dt, monkeypatch):
+def test_argmax_where_mlx_arg_rule_fails(mlx_rules_forced_off, dt, monkeypatch):
     # Where the probe says MLX's argmax would answer otherwise, JAX's
     # argmax/argmin are computed from max/min, isnan and the lowest
     # candidate index instead: the same answers as XLA:CPU for NaNs (first,

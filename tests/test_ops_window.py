@@ -2,11 +2,13 @@
 (pooling gradients) against XLA:CPU."""
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
 
 from oracle import assert_same, sum_bound
+from test_ops_elementwise import check, name, x64_for
 
 X = np.arange(6, dtype=np.float32)
 M = np.random.default_rng(0).standard_normal((2, 9, 8, 3)).astype(np.float32)
@@ -141,3 +143,67 @@ def test_pad_folds_into_window_only_with_its_init():
 
     assert_same(same, M, bound=sum_bound(same, M, terms=9))
     assert_same(other, M, bound=sum_bound(other, M, terms=4))
+
+
+SCAN_DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+# Rows with NaNs first, inside and last, zeros of both signs in every order,
+# and a long row (several GPU threads' chunks) with a NaN late and zeros.
+SCAN_ROWS = np.array([[-0.0, 0.0, -0.0, np.nan, 1.0, 0.5, -0.0, 0.0],
+                      [0.0, -0.0, 0.0, 2.0, np.nan, -1.0, 0.0, -0.0],
+                      [np.nan, -0.0, 0.0, 3.0, -3.0, 0.0, -0.0, 1.0],
+                      [-1.0, -0.0, -2.0, 0.0, -0.0, -5.0, 0.0, np.nan]], np.float32)
+
+
+def scan_long():
+    v = (np.arange(3001) * 37 % 101 - 50).astype(np.float32)
+    v[v == 0] = -0.0
+    v[1500] = 0.0
+    v[2600] = np.nan
+    return v
+
+
+def scans(v):
+    out = {}
+    for axis in range(v.ndim):
+        for rev in (False, True):
+            out[f"max{axis}{'r' if rev else ''}"] = lax.cummax(v, axis, reverse=rev)
+            out[f"min{axis}{'r' if rev else ''}"] = lax.cummin(v, axis, reverse=rev)
+    return out
+
+
+@pytest.mark.parametrize("dt", SCAN_DTYPES, ids=name)
+def test_cummax_cummin_nan_and_signed_zeros(dt):
+    # XLA's max/min: NaN from its position on, and -0 below +0, so a running
+    # max over zeros is +0 from the first +0 on (MLX keeps whichever zero it
+    # meets). Values and zero signs must equal XLA:CPU's, both directions.
+    with x64_for(dt):
+        check(scans, SCAN_ROWS.astype(dt))
+        check(scans, scan_long().astype(dt))
+
+
+@pytest.mark.parametrize("dt", SCAN_DTYPES, ids=name)
+def test_cummax_cummin_where_mlx_scans_drop_nan(mlx_rules_forced_off, dt):
+    # Where MLX's cummax/cummin would not carry NaNs on the device (pjrtx
+    # probes it), NaNs are scanned apart: the same answers as XLA:CPU.
+    with x64_for(dt):
+        check(scans, SCAN_ROWS.astype(dt))
+        check(scans, scan_long().astype(dt))
+
+
+@pytest.mark.parametrize("dt", SCAN_DTYPES, ids=name)
+def test_mlx_scan_rule_probe_matches_mlx(dt):
+    # The probe's verdict on the CPU is what mlx.core's cummax/cummin do with
+    # NaNs, against NumPy's maximum/minimum.accumulate.
+    import mlx.core as mx
+    from pjrtx import _pjrtx
+
+    mdt = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32,
+           "float64": mx.float64}[name(dt)]
+    agrees = True
+    for r in ([1, 3, np.nan, 5, 4], [np.nan, 1, 2], [2, 1, np.nan], list(scan_long())):
+        r = np.array(r, np.float32)
+        v = mx.array(r).astype(mdt)
+        for f, ref in ((mx.cummax, np.maximum.accumulate), (mx.cummin, np.minimum.accumulate)):
+            got = np.array(f(v, stream=mx.cpu).astype(mx.float32))
+            agrees &= bool(np.array_equal(np.isnan(got), np.isnan(ref(r))))
+    assert _pjrtx.mlx_rule("scan", "cpu", name(dt)) == agrees

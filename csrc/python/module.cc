@@ -10,7 +10,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include "backend/mlx/arg_rule.h"
+#include "backend/mlx/mlx_rules.h"
 #include "backend/mlx/constant_pool.h"
 #include "backend/mlx/device.h"
 #include "backend/mlx/graph_stats.h"
@@ -91,27 +91,32 @@ NB_MODULE(_pjrtx, m) {
       "program constants, folded_* for constant subgraphs computed at compile time; *_hits "
       "and *_hit_bytes count the copies sharing avoided");
   m.def(
-      "mlx_arg_rule",
-      [](const std::string& device, const std::string& dtype) {
+      "mlx_rule",
+      [](const std::string& rule, const std::string& device, const std::string& dtype) {
         namespace mx = mlx::core;
+        if (rule != "arg" && rule != "scan")
+          throw nb::value_error("mlx_rule: rule must be 'arg' or 'scan'");
         if (device != "cpu" && device != "gpu")
-          throw nb::value_error("mlx_arg_rule: device must be 'cpu' or 'gpu'");
+          throw nb::value_error("mlx_rule: device must be 'cpu' or 'gpu'");
         const std::pair<const char*, mx::Dtype> dtypes[] = {
             {"float16", mx::float16}, {"bfloat16", mx::bfloat16}, {"float32", mx::float32},
             {"float64", mx::float64}};
-        for (const auto& [name, dt] : dtypes)
-          if (dtype == name)
-            return backend::mlx_arg_rule_holds(
-                mx::Device(device == "cpu" ? mx::Device::cpu : mx::Device::gpu), dt);
+        for (const auto& [name, dt] : dtypes) {
+          if (dtype != name) continue;
+          mx::Device d(device == "cpu" ? mx::Device::cpu : mx::Device::gpu);
+          return rule == "arg" ? backend::mlx_arg_rule_holds(d, dt)
+                               : backend::mlx_scan_rule_holds(d, dt);
+        }
         throw nb::value_error(
-            ("mlx_arg_rule: dtype must be float16, bfloat16, float32 or float64, got '" + dtype +
+            ("mlx_rule: dtype must be float16, bfloat16, float32 or float64, got '" + dtype +
              "'").c_str());
       },
-      nb::arg("device"), nb::arg("dtype"),
-      "Whether MLX's argmax/argmin on this device give JAX's answer (first NaN, else lowest "
-      "index of the extreme); probed once per (device, dtype) on a thread of its own");
-  m.def("_force_mlx_arg_rule", &backend::force_mlx_arg_rule, nb::arg("value").none(),
-        "Tests: make every mlx_arg_rule answer `value` (None: probe again); affects programs "
+      nb::arg("rule"), nb::arg("device"), nb::arg("dtype"),
+      "Whether MLX on this device gives XLA's answer, so pjrtx uses it directly: 'arg' "
+      "(argmax/argmin: first NaN, else lowest index of the extreme) or 'scan' (cummax/cummin "
+      "carry NaN on); probed once per (rule, device, dtype) on a thread of its own");
+  m.def("_force_mlx_rules", &backend::force_mlx_rules, nb::arg("value").none(),
+        "Tests: make every mlx_rule answer `value` (None: probe again); affects programs "
         "lowered afterwards");
   m.def("reset_peak_memory", &backend::reset_peak_memory,
         "Restarts MLX's peak-memory counter at 0 (not at the bytes in use)");

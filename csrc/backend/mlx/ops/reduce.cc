@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <map>
 
-#include "backend/mlx/arg_rule.h"
+#include "backend/mlx/mlx_rules.h"
 #include "backend/mlx/ops/combiner.h"
 
 namespace pjrtx::backend {
@@ -321,7 +321,7 @@ Kernel lower_reduce(LowerCtx& ctx) {
     // reduced pair unchanged. Where MLX's argmax/argmin answer with the
     // first NaN, else the lowest index of the extreme, -0 and +0 equal
     // (NumPy's rule, which is JAX's body; checked on the device, see
-    // arg_rule.h), MLX's answer is the index: one reduction, no keys, no
+    // mlx_rules.h), MLX's answer is the index: one reduction, no keys, no
     // fold. Elsewhere the general path below computes it from max/min.
     int axis = axes[0];
     mx::Dtype it = to_mlx(ctx.out(1).dtype);

@@ -15,8 +15,10 @@
 // once), through a mask of the real elements unless the init is the
 // body's identity.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
+#include "backend/mlx/mlx_rules.h"
 #include "backend/mlx/ops/combiner.h"
 #include "backend/mlx/ops/window.h"
 
@@ -52,6 +54,37 @@ mx::array cumulative(Combiner c, const mx::array& x, int axis, bool reverse) {
     case Combiner::kMin: case Combiner::kAnd: return mx::cummin(x, axis, reverse, true);
   }
   return x;
+}
+
+// cummax/cummin with XLA's float semantics: NaN from its position on, and
+// -0 below +0. MLX keeps whichever zero its comparison meets (cummax of
+// [-0, +0, -0] is [-0, +0, -0] on MLX 0.32.4's CPU, [-0, +0, +0] on XLA),
+// so a zero result is set to +0 for max iff a +0 has been seen so far (for
+// min, to -0 iff a -0 has). Where MLX's scans do not carry NaNs on this
+// device (nan_safe false, mlx_rules.h), NaNs are scanned apart.
+mx::array cumulative_extreme(Combiner c, const mx::array& x, int axis, bool reverse,
+                             bool nan_safe) {
+  const bool is_max = c == Combiner::kMax;
+  const mx::Dtype dt = x.dtype();
+  auto scan = [&](const mx::array& a) {
+    return is_max ? mx::cummax(a, axis, reverse, true) : mx::cummin(a, axis, reverse, true);
+  };
+  auto seen = [&](const mx::array& flag) {  // whether flag held so far, in scan order
+    return mx::astype(mx::cummax(mx::astype(flag, mx::uint8), axis, reverse, true), mx::bool_);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  mx::array nan = mx::isnan(x);
+  mx::array r = nan_safe ? scan(x) : scan(mx::where(nan, mx::array(is_max ? -inf : inf, dt), x));
+  const mx::Dtype it = dt.size() == 2 ? mx::int16 : dt.size() == 4 ? mx::int32 : mx::int64;
+  mx::array negative = mx::less(mx::view(x, it), mx::array(0, it));
+  mx::array zero = mx::equal(x, mx::array(0.0, dt));
+  mx::array wanted = mx::logical_and(zero, is_max ? mx::logical_not(negative) : negative);
+  mx::array plus = mx::array(0.0, dt), minus = mx::array(-0.0, dt);
+  mx::array z = is_max ? mx::where(seen(wanted), plus, minus) : mx::where(seen(wanted), minus, plus);
+  r = mx::where(mx::equal(r, mx::array(0.0, dt)), z, r);
+  if (!nan_safe)
+    r = mx::where(seen(nan), mx::array(std::numeric_limits<double>::quiet_NaN(), dt), r);
+  return r;
 }
 
 // An inclusive scan along `axis` with any associative body (Hillis-Steele:
@@ -113,9 +146,20 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
     Combiner c = *combiner;
     bool is_pred = in.dtype == DType::kPred;
     mx::Dtype dt = dts[0];
+    // Float cummax/cummin: probed on the device the scan runs on (f64 work
+    // runs on the CPU stream under a GPU device, program.cc).
+    const mx::Dtype xt = to_mlx(in.dtype);
+    const bool extreme = (c == Combiner::kMax || c == Combiner::kMin) &&
+                         mx::issubdtype(xt, mx::floating);
+    const bool nan_safe =
+        extreme && mlx_scan_rule_holds(in.dtype == DType::kF64 ? mx::Device(mx::Device::cpu)
+                                                               : mx::default_device(),
+                                       xt);
     return binary([=](const mx::array& x, const mx::array&) {
       mx::array y = is_pred ? mx::astype(x, mx::uint8) : x;
-      mx::array r = cumulative(c, y, axis, reverse);
+      mx::array r = extreme && mx::issubdtype(y.dtype(), mx::floating)
+                        ? cumulative_extreme(c, y, axis, reverse, nan_safe && y.dtype() == xt)
+                        : cumulative(c, y, axis, reverse);
       return r.dtype() == dt ? r : mx::astype(r, dt);
     });
   }
