@@ -72,13 +72,17 @@ def test_doctor():
                      rf"{re.escape(_pjrtx.mlx_version())}\)", out, re.M)
     assert re.search(rf"^library\s+{re.escape(os.path.realpath(_pjrtx.__file__))}$", out, re.M) \
         or re.search(rf"^library\s+{re.escape(_pjrtx.__file__)}$", out, re.M)
-    assert re.search(r"^device\s+CPU \(PJRTX_DEVICE=auto\)$", out, re.M), out
+    # auto: Metal on a Mac, CUDA where MLX's CUDA back end finds a GPU, else CPU.
+    backend = _pjrtx.device_backend("auto")
+    assert backend in ("Metal", "CUDA", "CPU")
+    assert re.search(rf"^device\s+{backend} \(PJRTX_DEVICE=auto\)$", out, re.M), out
     assert re.search(r"^PJRT API\s+0\.\d+$", out, re.M)
-    who = "MLX" if _pjrtx.mlx_rule("arg", "cpu", "float32") else "pjrtx"
-    assert re.search(rf"^argmax\s+{who} picks the index on the cpu device ", out, re.M), out
-    who = "MLX" if _pjrtx.mlx_rule("scan", "cpu", "float32") else "pjrtx"
-    assert re.search(rf"^cummax\s+{who} carries NaNs through cummax/cummin on the cpu device ",
-                     out, re.M), out
+    kind = "cpu" if backend == "CPU" else "gpu"
+    who = "MLX" if _pjrtx.mlx_rule("arg", kind, "float32") else "pjrtx"
+    assert re.search(rf"^argmax\s+{who} picks the index on the {kind} device ", out, re.M), out
+    who = "MLX" if _pjrtx.mlx_rule("scan", kind, "float32") else "pjrtx"
+    assert re.search(rf"^cummax\s+{who} carries NaNs through cummax/cummin on the {kind} "
+                     rf"device ", out, re.M), out
     ops = _pjrtx.supported_ops()
     targets = sum(o.startswith("custom_call @") for o in ops)
     assert targets > 0
