@@ -8,7 +8,9 @@ def load_extension():
         from pjrtx import _pjrtx
     except ImportError as e:
         import pjrtx
-        if "3mlx" in str(e) and "ymbol" in str(e):  # a missing mlx:: C++ symbol
+        # A missing mlx:: C++ symbol (Linux: "undefined symbol: _ZN3mlx...",
+        # macOS: "Symbol not found: __ZN3mlx...").
+        if "3mlx" in str(e) and ("undefined symbol" in str(e) or "ymbol not found" in str(e)):
             raise ImportError(mlx_mismatch_message(e)) from None
         raise ImportError(
             f"pjrtx: no compiled extension next to {pjrtx.__file__} ({e}). Python found "

@@ -143,6 +143,16 @@ bool mlx_scan_rule_holds(const mx::Device& device, mx::Dtype dtype) {
   return holds(Rule::kScan, device, dtype);
 }
 
+namespace {
+mx::Device runs_on(mx::Dtype dtype) {
+  return dtype == mx::float64 ? mx::Device(mx::Device::cpu) : mx::default_device();
+}
+}  // namespace
+
+bool mlx_arg_rule_holds(mx::Dtype dtype) { return mlx_arg_rule_holds(runs_on(dtype), dtype); }
+
+bool mlx_scan_rule_holds(mx::Dtype dtype) { return mlx_scan_rule_holds(runs_on(dtype), dtype); }
+
 void force_mlx_rules(std::optional<bool> value) {
   std::lock_guard<std::mutex> lock(mu);
   forced = value;

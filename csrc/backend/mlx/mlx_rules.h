@@ -30,6 +30,12 @@ namespace mx = mlx::core;
 bool mlx_arg_rule_holds(const mx::Device& device, mx::Dtype dtype);
 bool mlx_scan_rule_holds(const mx::Device& device, mx::Dtype dtype);
 
+// The same, on the device a lowering's op of this dtype runs on: the
+// thread's default device, except float64, which runs on the CPU stream
+// under a GPU device (program.cc).
+bool mlx_arg_rule_holds(mx::Dtype dtype);
+bool mlx_scan_rule_holds(mx::Dtype dtype);
+
 // For tests: answer `value` for every rule, device and dtype instead of
 // probing, or probe again (std::nullopt). Affects programs lowered later.
 void force_mlx_rules(std::optional<bool> value);

@@ -309,13 +309,9 @@ Kernel lower_reduce(LowerCtx& ctx) {
                     compiler::is_integer(ctx.in(1).dtype)
                 ? match_arg_reduce(inst.regions.at(0))
                 : 0;
-  // The device this reduce will run on: f64 work runs on the CPU stream
-  // under a GPU device (program.cc).
-  const mx::Device arg_device = in.dtype == DType::kF64 ? mx::Device(mx::Device::cpu)
-                                                        : mx::default_device();
   if (arg != 0 && compiler::is_float(in.dtype) && iota_along(ctx, inst.operands[1], axes[0]) &&
       argmax_init(ctx, inst.operands[2], inst.operands[3], arg) &&
-      mlx_arg_rule_holds(arg_device, to_mlx(in.dtype))) {
+      mlx_arg_rule_holds(to_mlx(in.dtype))) {
     // JAX's argmax/argmin: the indices are an iota along the axis and the
     // init pair is (-inf or +inf, 0), which the body hands back every
     // reduced pair unchanged. Where MLX's argmax/argmin answer with the

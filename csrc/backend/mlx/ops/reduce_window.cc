@@ -79,8 +79,9 @@ mx::array cumulative_extreme(Combiner c, const mx::array& x, int axis, bool reve
   mx::array negative = mx::less(mx::view(x, it), mx::array(0, it));
   mx::array zero = mx::equal(x, mx::array(0.0, dt));
   mx::array wanted = mx::logical_and(zero, is_max ? mx::logical_not(negative) : negative);
-  mx::array plus = mx::array(0.0, dt), minus = mx::array(-0.0, dt);
-  mx::array z = is_max ? mx::where(seen(wanted), plus, minus) : mx::where(seen(wanted), minus, plus);
+  // max: +0 once a +0 was seen, else -0; min: -0 once a -0 was seen, else +0.
+  mx::array z = mx::where(seen(wanted), mx::array(is_max ? 0.0 : -0.0, dt),
+                          mx::array(is_max ? -0.0 : 0.0, dt));
   r = mx::where(mx::equal(r, mx::array(0.0, dt)), z, r);
   if (!nan_safe)
     r = mx::where(seen(nan), mx::array(std::numeric_limits<double>::quiet_NaN(), dt), r);
@@ -146,15 +147,10 @@ Kernel lower_reduce_window(LowerCtx& ctx) {
     Combiner c = *combiner;
     bool is_pred = in.dtype == DType::kPred;
     mx::Dtype dt = dts[0];
-    // Float cummax/cummin: probed on the device the scan runs on (f64 work
-    // runs on the CPU stream under a GPU device, program.cc).
     const mx::Dtype xt = to_mlx(in.dtype);
     const bool extreme = (c == Combiner::kMax || c == Combiner::kMin) &&
                          mx::issubdtype(xt, mx::floating);
-    const bool nan_safe =
-        extreme && mlx_scan_rule_holds(in.dtype == DType::kF64 ? mx::Device(mx::Device::cpu)
-                                                               : mx::default_device(),
-                                       xt);
+    const bool nan_safe = extreme && mlx_scan_rule_holds(xt);
     return binary([=](const mx::array& x, const mx::array&) {
       mx::array y = is_pred ? mx::astype(x, mx::uint8) : x;
       mx::array r = extreme && mx::issubdtype(y.dtype(), mx::floating)
