@@ -16,6 +16,8 @@ enum class ErrorCode {
   kUnimplemented,
   kNotFound,
   kInternal,
+  kDeadlineExceeded,  // a collective waited past PJRTX_COLLECTIVE_TIMEOUT_S
+  kAborted,           // another device of the same run failed
 };
 
 class Error : public std::runtime_error {

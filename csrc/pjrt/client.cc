@@ -8,7 +8,9 @@
 PJRT_Device* PJRT_Client::device_for(pjrtx::runtime::Device* d) const {
   for (PJRT_Device* p : devices)
     if (p->rt == d) return p;
-  return devices.front();
+  // Every runtime device has its handle (make_client); a miss is a bug,
+  // never a silent device 0.
+  pjrtx::throw_error(pjrtx::ErrorCode::kInternal, "pjrtx: no handle for ", d->to_string());
 }
 
 PjrtxMemory::~PjrtxMemory() {
@@ -118,22 +120,67 @@ struct ProtoReader {
   }
 };
 
-void check_compile_options(const char* data, size_t size) {
-  if (data == nullptr || size == 0) return;
-  uint64_t replicas = 1, partitions = 1;
+// The devices a compile is for, from a serialized CompileOptionsProto:
+// executable_build_options (3) { num_replicas (4), num_partitions (5),
+// device_assignment (9) { replica_count (1), computation_count (2),
+// computation_devices (3) { replica_device_ids (1) } } }. Logical device
+// (r, p) runs on computation_devices[p].replica_device_ids[r].
+runtime::DeviceAssignment read_compile_options(const char* data, size_t size, const char* fn) {
+  runtime::DeviceAssignment a;
+  if (data == nullptr || size == 0) return a;
+  uint64_t replicas = 1, partitions = 1, da_replicas = 0, da_computations = 0;
+  std::vector<std::vector<int64_t>> computations;  // [partition][replica] -> id
+  bool has_assignment = false;
+  auto ok = [&](bool parsed) {
+    if (!parsed) invalid_argument(fn, ": compile_options is not a CompileOptionsProto");
+  };
   ProtoReader top{reinterpret_cast<const uint8_t*>(data), reinterpret_cast<const uint8_t*>(data) + size};
-  top.fields([&](int field, int wt, uint64_t, const uint8_t* sb, const uint8_t* se) {
+  ok(top.fields([&](int field, int wt, uint64_t, const uint8_t* sb, const uint8_t* se) {
     if (field != 3 || wt != 2) return;
     ProtoReader build{sb, se};
-    build.fields([&](int f, int w, uint64_t v, const uint8_t*, const uint8_t*) {
-      if (w != 0) return;
-      if (f == 4) replicas = v;
-      if (f == 5) partitions = v;
-    });
-  });
-  if (replicas > 1 || partitions > 1)
-    unimplemented("pjrtx: programs for more than one device are not supported (num_replicas=",
-                  replicas, ", num_partitions=", partitions, ")");
+    ok(build.fields([&](int f, int w, uint64_t v, const uint8_t* b2, const uint8_t* e2) {
+      if (w == 0 && f == 4) replicas = v;
+      if (w == 0 && f == 5) partitions = v;
+      if (w != 2 || f != 9) return;
+      has_assignment = true;
+      ProtoReader da{b2, e2};
+      ok(da.fields([&](int f3, int w3, uint64_t v3, const uint8_t* b3, const uint8_t* e3) {
+        if (w3 == 0 && f3 == 1) da_replicas = v3;
+        if (w3 == 0 && f3 == 2) da_computations = v3;
+        if (w3 != 2 || f3 != 3) return;
+        std::vector<int64_t> ids;
+        ProtoReader cd{b3, e3};
+        ok(cd.fields([&](int f4, int w4, uint64_t v4, const uint8_t* b4, const uint8_t* e4) {
+          if (f4 != 1) return;
+          if (w4 == 0) ids.push_back(static_cast<int64_t>(v4));
+          if (w4 == 2) {  // packed
+            ProtoReader packed{b4, e4};
+            uint64_t x;
+            while (packed.p < packed.end && packed.varint(x)) ids.push_back(static_cast<int64_t>(x));
+          }
+        }));
+        computations.push_back(std::move(ids));
+      }));
+    }));
+  }));
+  if (replicas < 1 || partitions < 1 || replicas * partitions > (1u << 16))
+    invalid_argument(fn, ": num_replicas=", replicas, ", num_partitions=", partitions);
+  a.num_replicas = static_cast<int>(replicas);
+  a.num_partitions = static_cast<int>(partitions);
+  if (!has_assignment) return a;  // the client picks the default devices
+  if (da_replicas != replicas || da_computations != partitions ||
+      computations.size() != partitions)
+    invalid_argument(fn, ": the device assignment is ", da_replicas, " x ", da_computations,
+                     " but the options ask for ", replicas, " replicas x ", partitions,
+                     " partitions");
+  for (uint64_t r = 0; r < replicas; ++r)
+    for (uint64_t p = 0; p < partitions; ++p) {
+      if (computations[p].size() != replicas)
+        invalid_argument(fn, ": device assignment computation ", p, " lists ",
+                         computations[p].size(), " devices for ", replicas, " replicas");
+      a.device_ids.push_back(static_cast<int>(computations[p][r]));
+    }
+  return a;
 }
 
 }  // namespace
@@ -158,6 +205,18 @@ PJRT_Error* Client_PlatformName(PJRT_Client_PlatformName_Args* args) {
     auto name = need(args->client, "client")->rt->platform_name();
     args->platform_name = name.data();
     args->platform_name_size = name.size();
+  });
+}
+
+// jaxlib's process-info watcher (under jax.distributed) passes every
+// process's state here and treats any error as fatal (it aborts the
+// process, for XLA:CPU programs too). A pjrtx client spans one process, so
+// there is nothing to update; XLA's own clients answer OK as well.
+PJRT_Error* Client_UpdateGlobalProcessInfo(PJRT_Client_UpdateGlobalProcessInfo_Args* args) {
+  return guard([&] {
+    PJRTX_CHECK_ARGS(Client_UpdateGlobalProcessInfo);
+    need(args->client, "client");
+    if (args->num_process_infos > 0) need(args->process_infos, "process_infos");
   });
 }
 
@@ -231,13 +290,16 @@ PJRT_Error* Client_TopologyDescription(PJRT_Client_TopologyDescription_Args* arg
 PJRT_Error* Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssignment_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Client_DefaultDeviceAssignment);
-    need(args->client, "client");
-    if (args->num_replicas != 1 || args->num_partitions != 1)
-      unimplemented("pjrtx: one device only; asked for ", args->num_replicas, " replicas x ",
-                    args->num_partitions, " partitions");
-    if (args->default_assignment_size < 1 || args->default_assignment == nullptr)
-      invalid_argument(kFn, ": default_assignment has no room");
-    args->default_assignment[0] = 0;
+    auto* c = need(args->client, "client");
+    // Row-major [replica][partition], as XLA fills it.
+    runtime::DeviceAssignment a = c->rt->default_assignment(args->num_replicas,
+                                                            args->num_partitions);
+    if (args->default_assignment == nullptr ||
+        args->default_assignment_size < a.device_ids.size())
+      invalid_argument(kFn, ": default_assignment has room for ", args->default_assignment_size,
+                       " ids, ", a.device_ids.size(), " needed");
+    for (size_t i = 0; i < a.device_ids.size(); ++i)
+      args->default_assignment[i] = a.device_ids[i];
   });
 }
 
@@ -249,7 +311,36 @@ static PJRT_LoadedExecutable* wrap_executable(PJRT_Client* c,
   out->rt = std::move(exe);
   out->client = c;
   out->info = make_executable_info(*out->rt);
-  out->devices = c->devices;
+  const runtime::DeviceAssignment& a = out->rt->assignment();
+  for (size_t i = 0; i < out->rt->devices().size(); ++i) {
+    out->devices.push_back(c->device_for(out->rt->devices()[i]));
+    out->logical_ids.push_back(
+        {static_cast<int>(i) / a.num_partitions, static_cast<int>(i) % a.num_partitions});
+  }
+  // xla.DeviceAssignmentProto: replica_count (1), computation_count (2),
+  // computation_devices (3) { replica_device_ids (1) }, one per partition.
+  auto varint = [](std::string& s, uint64_t v) {
+    do {
+      uint8_t b = v & 0x7f;
+      v >>= 7;
+      s.push_back(static_cast<char>(v ? (b | 0x80) : b));
+    } while (v);
+  };
+  std::string& proto = out->assignment_proto;
+  proto.push_back(0x08);
+  varint(proto, a.num_replicas);
+  proto.push_back(0x10);
+  varint(proto, a.num_partitions);
+  for (int p = 0; p < a.num_partitions; ++p) {
+    std::string ids;
+    for (int r = 0; r < a.num_replicas; ++r) {
+      ids.push_back(0x08);
+      varint(ids, static_cast<uint64_t>(a.device_ids[r * a.num_partitions + p]));
+    }
+    proto.push_back(0x1a);
+    varint(proto, ids.size());
+    proto += ids;
+  }
   return out;
 }
 
@@ -259,29 +350,30 @@ PJRT_Error* Client_Compile(PJRT_Client_Compile_Args* args) {
     auto* c = need(args->client, "client");
     const PJRT_Program* prog = need(args->program, "program");
     if (prog->code == nullptr && prog->code_size != 0) invalid_argument(kFn, ": program code is null");
-    check_compile_options(args->compile_options, args->compile_options_size);
+    runtime::DeviceAssignment assignment =
+        read_compile_options(args->compile_options, args->compile_options_size, kFn);
     std::string_view code(prog->code ? prog->code : "", prog->code_size);
     std::string_view format(prog->format ? prog->format : "", prog->format_size);
-    args->executable = wrap_executable(c, c->rt->compile(code, format));
+    args->executable = wrap_executable(c, c->rt->compile(code, format, std::move(assignment)));
   });
 }
 
 // The bytes come from Executable_Serialize, in this process or another one
-// (JAX's persistent compilation cache); the frontend does not run. The
-// overriding options are checked as Compile checks its own; load options
-// (computation origin, multi-slice) concern multi-device programs, which
-// pjrtx refuses at compile time.
+// (JAX's persistent compilation cache); the frontend does not run. Overriding
+// options that carry a device assignment move the program to those devices.
 PJRT_Error* Executable_DeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Executable_DeserializeAndLoad);
     auto* c = need(args->client, "client");
     if (args->serialized_executable == nullptr && args->serialized_executable_size != 0)
       invalid_argument(kFn, ": serialized_executable is null");
-    check_compile_options(args->overridden_serialized_compile_options,
-                          args->overridden_serialized_compile_options_size);
+    runtime::DeviceAssignment assignment =
+        read_compile_options(args->overridden_serialized_compile_options,
+                             args->overridden_serialized_compile_options_size, kFn);
     std::string_view bytes(args->serialized_executable ? args->serialized_executable : "",
                            args->serialized_executable_size);
-    args->loaded_executable = wrap_executable(c, c->rt->deserialize(bytes));
+    args->loaded_executable =
+        wrap_executable(c, c->rt->deserialize(bytes, std::move(assignment)));
   });
 }
 

@@ -13,6 +13,7 @@
   X(Event_OnReady)                                                            \
   X(Client_Create) X(Client_Destroy) X(Client_PlatformName)                   \
   X(Client_ProcessIndex) X(Client_PlatformVersion) X(Client_Devices)          \
+  X(Client_UpdateGlobalProcessInfo)          \
   X(Client_AddressableDevices) X(Client_LookupDevice)                         \
   X(Client_LookupAddressableDevice) X(Client_AddressableMemories)             \
   X(Client_Compile) X(Client_DefaultDeviceAssignment)                         \

@@ -55,6 +55,8 @@ PJRT_Error_Code to_pjrt_code(ErrorCode code) {
     case ErrorCode::kUnimplemented: return PJRT_Error_Code_UNIMPLEMENTED;
     case ErrorCode::kNotFound: return PJRT_Error_Code_NOT_FOUND;
     case ErrorCode::kInternal: return PJRT_Error_Code_INTERNAL;
+    case ErrorCode::kDeadlineExceeded: return PJRT_Error_Code_DEADLINE_EXCEEDED;
+    case ErrorCode::kAborted: return PJRT_Error_Code_ABORTED;
   }
   return PJRT_Error_Code_UNKNOWN;
 }

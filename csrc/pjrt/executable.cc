@@ -67,16 +67,14 @@ PJRT_Error* Executable_Name(PJRT_Executable_Name_Args* args) {
 PJRT_Error* Executable_NumReplicas(PJRT_Executable_NumReplicas_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Executable_NumReplicas);
-    exe_of(args->executable, kFn);
-    args->num_replicas = 1;
+    args->num_replicas = exe_of(args->executable, kFn)->rt->assignment().num_replicas;
   });
 }
 
 PJRT_Error* Executable_NumPartitions(PJRT_Executable_NumPartitions_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Executable_NumPartitions);
-    exe_of(args->executable, kFn);
-    args->num_partitions = 1;
+    args->num_partitions = exe_of(args->executable, kFn)->rt->assignment().num_partitions;
   });
 }
 
@@ -235,23 +233,20 @@ PJRT_Error* LoadedExecutable_AddressableDeviceLogicalIds(
     PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(LoadedExecutable_AddressableDeviceLogicalIds);
-    loaded_of(args->executable, kFn);
-    static PJRT_LogicalDeviceIds ids = {0, 0};  // replica 0, partition 0
-    args->addressable_device_logical_ids = &ids;
-    args->num_addressable_device_logical_ids = 1;
+    auto* e = loaded_of(args->executable, kFn);
+    args->addressable_device_logical_ids = e->logical_ids.data();
+    args->num_addressable_device_logical_ids = e->logical_ids.size();
   });
 }
 
-// A serialized xla.DeviceAssignmentProto for one device:
-// replica_count=1, computation_count=1, computation_devices=[{replica_device_ids=[0]}].
+// The serialized xla.DeviceAssignmentProto (pjrt/client.cc builds it).
 PJRT_Error* LoadedExecutable_GetDeviceAssignment(
     PJRT_LoadedExecutable_GetDeviceAssignment_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(LoadedExecutable_GetDeviceAssignment);
-    loaded_of(args->executable, kFn);
-    static const char kProto[] = {0x08, 0x01, 0x10, 0x01, 0x1A, 0x03, 0x0A, 0x01, 0x00};
-    args->serialized_bytes = kProto;
-    args->serialized_bytes_size = sizeof(kProto);
+    auto* e = loaded_of(args->executable, kFn);
+    args->serialized_bytes = e->assignment_proto.data();
+    args->serialized_bytes_size = e->assignment_proto.size();
     args->serialized_device_assignment = nullptr;
     args->serialized_device_assignment_deleter = [](PJRT_DeviceAssignmentSerialized*) {};
   });
@@ -284,23 +279,29 @@ PJRT_Error* LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(LoadedExecutable_Execute);
     auto* e = loaded_of(args->executable, kFn);
-    if (args->num_devices != 1)
-      invalid_argument(kFn, ": pjrtx runs on one device; got num_devices=", args->num_devices);
-    if (args->execute_device != nullptr && args->execute_device != e->devices.front())
+    const size_t n = e->devices.size();
+    // execute_device runs a one-device executable on another device
+    // (jaxlib's portable executables); pjrtx lowers per device, so that is
+    // refused rather than silently run on the compiled device.
+    if (args->execute_device != nullptr && (n != 1 || args->execute_device != e->devices.front()))
       invalid_argument(kFn, ": execute_device is not this executable's device");
+    if (args->num_devices != n)
+      invalid_argument(kFn, ": the executable runs on ", n, " device(s); got num_devices=",
+                       args->num_devices);
     need(args->output_lists, "output_lists");
-    // jaxlib passes no output array for a program without results.
-    if (!e->rt->output_types().empty()) need(args->output_lists[0], "output_lists[0]");
-    if (args->num_args > 0) {
-      need(args->argument_lists, "argument_lists");
-      need(args->argument_lists[0], "argument_lists[0]");
-    }
-    std::vector<runtime::BufferPtr> inputs;
-    inputs.reserve(args->num_args);
-    for (size_t i = 0; i < args->num_args; ++i) {
-      PJRT_Buffer* b = args->argument_lists[0][i];
-      if (b == nullptr) invalid_argument(kFn, ": argument ", i, " is null");
-      inputs.push_back(b->rt);
+    if (args->num_args > 0) need(args->argument_lists, "argument_lists");
+    std::vector<std::vector<runtime::BufferPtr>> inputs(n);
+    for (size_t d = 0; d < n; ++d) {
+      // jaxlib passes no output array for a program without results.
+      if (!e->rt->output_types().empty()) need(args->output_lists[d], "output_lists[d]");
+      if (args->num_args == 0) continue;
+      need(args->argument_lists[d], "argument_lists[d]");
+      inputs[d].reserve(args->num_args);
+      for (size_t i = 0; i < args->num_args; ++i) {
+        PJRT_Buffer* b = args->argument_lists[d][i];
+        if (b == nullptr) invalid_argument(kFn, ": device ", d, " argument ", i, " is null");
+        inputs[d].push_back(b->rt);
+      }
     }
     std::vector<int64_t> non_donatable;
     // Older callers' options may end before these fields.
@@ -313,11 +314,13 @@ PJRT_Error* LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args) {
                            args->options->non_donatable_input_indices +
                                args->options->num_non_donatable_input_indices);
     }
-    auto result = e->rt->execute(inputs, non_donatable);
-    for (size_t i = 0; i < result.outputs.size(); ++i)
-      args->output_lists[0][i] = wrap_buffer(e->client, result.outputs[i]);
-    if (args->device_complete_events != nullptr)
-      args->device_complete_events[0] = new PJRT_Event{result.done};
+    auto results = e->rt->execute(inputs, non_donatable);
+    for (size_t d = 0; d < n; ++d) {
+      for (size_t i = 0; i < results[d].outputs.size(); ++i)
+        args->output_lists[d][i] = wrap_buffer(e->client, results[d].outputs[i]);
+      if (args->device_complete_events != nullptr)
+        args->device_complete_events[d] = new PJRT_Event{results[d].done};
+    }
   });
 }
 

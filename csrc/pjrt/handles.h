@@ -87,7 +87,11 @@ struct PJRT_LoadedExecutable {
   std::shared_ptr<pjrtx::runtime::LoadedExecutable> rt;
   PJRT_Client* client = nullptr;
   std::shared_ptr<const ExecutableInfo> info;
+  // The executable's devices in assignment order, their logical ids, and
+  // the serialized xla.DeviceAssignmentProto.
   std::vector<PJRT_Device*> devices;
+  std::vector<PJRT_LogicalDeviceIds> logical_ids;
+  std::string assignment_proto;
 };
 
 namespace pjrtx::pjrt {

@@ -1,6 +1,7 @@
 #include "runtime/client.h"
 
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include <filesystem>
@@ -68,8 +69,8 @@ std::string Memory::to_string() const {
 }
 
 // Memory ids are unique over the client: device d holds ids 3d, 3d+1, 3d+2.
-Device::Device(int id, Client* client, std::string kind)
-    : id_(id), client_(client), kind_(std::move(kind)) {
+Device::Device(int id, Client* client, std::string kind, Executor* executor)
+    : id_(id), client_(client), kind_(std::move(kind)), executor_(executor) {
   for (int k = 0; k < kNumMemoryKinds; ++k)
     memories_.push_back(
         std::make_unique<Memory>(id * kNumMemoryKinds + k, static_cast<MemoryKind>(k), this));
@@ -124,8 +125,25 @@ Client::Client() {
   if (f64 != "cpu" && f64 != "error")
     invalid_argument("pjrtx: PJRTX_F64 must be 'cpu' or 'error', got '", f64, "'");
   lower_options_.f64_error = f64 == "error";
-  executor_ = std::make_unique<Executor>(choice);
-  devices_.push_back(std::make_unique<Device>(0, this, kind));
+  backend_ = choice.backend;
+  const std::string count = env_string("PJRTX_DEVICES");
+  int n = 0;
+  try {
+    size_t used = 0;
+    n = std::stoi(count, &used);
+    if (used != count.size()) n = 0;
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  // XLA:CPU allows 2048 host devices per process; each pjrtx device is two
+  // threads, so 1024 is far beyond anything useful and still safe to start.
+  if (n < 1 || n > 1024)
+    invalid_argument("pjrtx: PJRTX_DEVICES must be a whole number from 1 to 1024, got '", count,
+                     "'");
+  for (int i = 0; i < n; ++i) {
+    executors_.push_back(std::make_unique<Executor>(choice, i));
+    devices_.push_back(std::make_unique<Device>(i, this, kind, executors_.back().get()));
+  }
   for (auto& d : devices_) {
     device_ptrs_.push_back(d.get());
     for (Memory* m : d->memories()) memory_ptrs_.push_back(m);
@@ -140,10 +158,8 @@ Client::~Client() {
   // Cached programs hold MLX arrays (constants); free them while the
   // executor still runs, as when jaxlib destroys its executables first.
   cache_.clear();
-  executor_.reset();  // drains and joins the MLX thread
+  executors_.clear();  // drains and joins the MLX threads
 }
-
-const std::string& Client::backend_name() const { return executor_->device().backend; }
 
 Client::MemoryStats Client::memory_stats() const {
   backend::MemoryStats s = backend::memory_stats();
@@ -153,7 +169,40 @@ Client::MemoryStats Client::memory_stats() const {
 Device* Client::lookup_device(int id) const {
   for (Device* d : device_ptrs_)
     if (d->id() == id) return d;
-  invalid_argument("pjrtx: no device with id ", id);
+  invalid_argument("pjrtx: no device with id ", id, " (this client has ", device_ptrs_.size(),
+                   " device(s), ids 0..", device_ptrs_.size() - 1, "; PJRTX_DEVICES sets how many)");
+}
+
+DeviceAssignment Client::default_assignment(int num_replicas, int num_partitions) const {
+  if (num_replicas < 1 || num_partitions < 1)
+    invalid_argument("pjrtx: ", num_replicas, " replicas x ", num_partitions, " partitions");
+  const int64_t n = int64_t{num_replicas} * num_partitions;
+  if (n > static_cast<int64_t>(device_ptrs_.size()))
+    invalid_argument("pjrtx: ", num_replicas, " replicas x ", num_partitions, " partitions need ",
+                     n, " devices; this client has ", device_ptrs_.size(),
+                     " (set PJRTX_DEVICES before JAX starts)");
+  DeviceAssignment a;
+  a.num_replicas = num_replicas;
+  a.num_partitions = num_partitions;
+  for (int64_t i = 0; i < n; ++i) a.device_ids.push_back(device_ptrs_[i]->id());
+  return a;
+}
+
+DeviceAssignment Client::checked(DeviceAssignment a) const {
+  if (a.device_ids.empty()) {
+    if (a.num_devices() != 1) return default_assignment(a.num_replicas, a.num_partitions);
+    a.device_ids = {device_ptrs_.front()->id()};
+  }
+  if (static_cast<int>(a.device_ids.size()) != a.num_devices())
+    invalid_argument("pjrtx: a device assignment of ", a.device_ids.size(), " devices for ",
+                     a.num_replicas, " replicas x ", a.num_partitions, " partitions");
+  std::set<int> seen;
+  for (int id : a.device_ids) {
+    lookup_device(id);
+    if (!seen.insert(id).second)
+      invalid_argument("pjrtx: the device assignment names device ", id, " twice");
+  }
+  return a;
 }
 
 BufferPtr Client::buffer_from_host(const void* data, const compiler::TensorType& type,
@@ -176,14 +225,42 @@ BufferPtr Client::buffer_from_host(const void* data, const compiler::TensorType&
 BufferPtr Client::copy_buffer(const BufferPtr& src, Memory* memory) {
   auto out = std::make_shared<Buffer>(src->type(), memory, Event::create());
   auto use = std::make_shared<BufferUse>(src, "copy");
-  // Ordered after whatever produces `src` (the executor runs tasks in order).
-  executor_->post([use, out] {
-    try {
-      out->set_array(use->buffer()->array_for_use());
-      out->ready_event()->set_ready();
-    } catch (const Error& e) {
-      out->ready_event()->set_error(std::make_shared<const Error>(e));
+  Executor& from = src->device()->executor();
+  Executor& to = memory->device()->executor();
+  if (&from == &to) {
+    // Ordered after whatever produces `src` (the executor runs tasks in
+    // order); arrays are immutable, so the copy shares them.
+    from.post([use, out] {
+      try {
+        out->set_array(use->buffer()->array_for_use());
+        out->ready_event()->set_ready();
+      } catch (const Error& e) {
+        out->ready_event()->set_error(std::make_shared<const Error>(e));
+      }
+    });
+    return out;
+  }
+  // Another device: its own storage (buffers of two devices never share it,
+  // so donating one cannot touch the other), copied on the destination's
+  // executor once the source is ready (an unevaluated array belongs to the
+  // source device's thread and streams).
+  src->ready_event()->on_ready([use, out, &to](const ErrorPtr& err) {
+    if (err) {
+      out->ready_event()->set_error(err);
+      return;
     }
+    to.post([use, out] {
+      try {
+        mx::array a = backend::copy_to_own_storage(use->buffer()->array_for_use());
+        out->set_array(a);
+        out->ready_event()->set_ready();
+      } catch (const Error& e) {
+        out->ready_event()->set_error(std::make_shared<const Error>(e));
+      } catch (const std::exception& e) {
+        out->ready_event()->set_error(std::make_shared<const Error>(
+            ErrorCode::kInternal, std::string("pjrtx: copy between devices: ") + e.what()));
+      }
+    });
   });
   return out;
 }
@@ -191,7 +268,7 @@ BufferPtr Client::copy_buffer(const BufferPtr& src, Memory* memory) {
 EventPtr Client::to_host(const BufferPtr& buffer, void* dst, size_t dst_size) {
   auto done = Event::create();
   auto use = std::make_shared<BufferUse>(buffer, "device-to-host");
-  executor_->post([buffer, use, dst, dst_size, done] {
+  buffer->device()->executor().post([buffer, use, dst, dst_size, done] {
     Stopwatch sw;
     ProfileScope prof("transfer", "d2h");
     if (prof.active()) {
@@ -222,7 +299,7 @@ uintptr_t Client::unsafe_pointer(const BufferPtr& buffer) {
   }
   BufferUse use(buffer, "unsafe_buffer_pointer");
   if (ErrorPtr err = buffer->ready_event()->await()) throw *err;
-  return executor_->run_sync([&] {
+  return buffer->device()->executor().run_sync([&] {
     mx::array a = use.buffer()->array_for_use();
     mx::array m = backend::materialized(a);
     // A view gets its contiguous copy for good, so the address stays valid
@@ -294,13 +371,16 @@ void check_value_sizes(const compiler::Region& r, const compiler::Plan& plan, in
 // The key covers the bytes and everything else the result depends on: the
 // pjrtx build (its frontend and lowerings), the MLX device and the lowering
 // options, and every PJRTX_* variable (so one read while lowering, such as
-// a compile mode, cannot serve a stale program). The compile options proto
-// is not part of it: pjrtx reads only its replica and partition counts,
-// which must be 1 (pjrt/client.cc refuses others before compiling).
+// a compile mode, cannot serve a stale program), and the device assignment
+// (replica and partition counts and device ids: the lowerings differ per
+// device). pjrtx reads nothing else of the compile options.
 std::string Client::cache_key(std::string_view kind, std::string_view format,
-                              std::string_view bytes) const {
+                              std::string_view bytes, const DeviceAssignment& assignment) const {
   Sha256 h;
   h.update_field(kind).update_field(platform_version_).update_field(backend_name());
+  h.update_field(std::to_string(assignment.num_replicas) + "x" +
+                 std::to_string(assignment.num_partitions));
+  for (int id : assignment.device_ids) h.update_field(std::to_string(id));
   h.update_field(lower_options_.gpu ? "gpu" : "cpu");
   h.update_field(lower_options_.f64_error ? "f64=error" : "f64=cpu");
   for (const EnvVar& v : env_vars()) h.update_field(v.name).update_field(env_string(v.name));
@@ -309,7 +389,8 @@ std::string Client::cache_key(std::string_view kind, std::string_view format,
 }
 
 std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compiler::Plan> plan,
-                                                     std::string fingerprint) {
+                                                     std::string fingerprint,
+                                                     const DeviceAssignment& assignment) {
   if (int64_t limit = memory_stats().limit; limit > 0) {
     ProfileScope phase("compile", "check value sizes");
     for (const auto& f : plan->functions) check_value_sizes(f.body, *plan, limit, backend_name());
@@ -333,23 +414,46 @@ std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compi
   else if (tier == "auto") options.compile_tier = backend::CompileTier::kAuto;
   else if (tier == "always") options.compile_tier = backend::CompileTier::kAlways;
   else invalid_argument("pjrtx: PJRTX_COMPILE must be 'never', 'auto' or 'always', got '", tier, "'");
-  std::shared_ptr<backend::Program> program;
+  const int n = assignment.num_devices();
+  std::vector<std::shared_ptr<backend::Program>> programs(n);
   {
     // Measured here, on the compiling thread: it includes the wait for the
-    // executor, which runs the lowering (and folds constants).
+    // executors, which run the lowerings (and fold constants) at once, each
+    // for its own device.
     ProfileScope phase("compile", "lower to MLX");
-    program = executor_->run_sync([&] { return backend::Program::lower(plan, options); });
+    std::vector<std::future<std::shared_ptr<backend::Program>>> pending;
+    for (int i = 0; i < n; ++i) {
+      backend::LowerOptions o = options;
+      o.device = {i / assignment.num_partitions, i % assignment.num_partitions,
+                  assignment.num_replicas, assignment.num_partitions};
+      Executor& ex = lookup_device(assignment.device_ids[i])->executor();
+      auto task = std::make_shared<std::packaged_task<std::shared_ptr<backend::Program>()>>(
+          [plan, o] { return backend::Program::lower(plan, o); });
+      pending.push_back(task->get_future());
+      ex.post([task] { (*task)(); });
+    }
+    std::exception_ptr first;
+    for (int i = 0; i < n; ++i) {
+      try {
+        programs[i] = pending[i].get();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
   }
   register_plan(fingerprint, plan);
-  return std::make_shared<const CompiledProgram>(
-      CompiledProgram{std::move(plan), std::move(program), std::move(fingerprint)});
+  return std::make_shared<const CompiledProgram>(CompiledProgram{
+      std::move(plan), std::move(programs), std::move(fingerprint), assignment});
 }
 
-std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::string_view format) {
+std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::string_view format,
+                                                  DeviceAssignment assignment) {
   Stopwatch sw;
   ProfileScope prof("compile", "compile");
   prof.arg("code_bytes", static_cast<int64_t>(code.size()));
-  std::string key = cache_key("compile", format, code);
+  assignment = checked(std::move(assignment));
+  std::string key = cache_key("compile", format, code, assignment);
   std::shared_ptr<const CompiledProgram> compiled = cache_.find(key);
   bool hit = compiled != nullptr;
   if (hit) {
@@ -372,11 +476,10 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
     }
     count_frontend_run();
     if (!dump_dir.empty()) dump(dump_dir, *plan, mlir_text);
-    compiled = lower(std::move(plan), key);
+    compiled = lower(std::move(plan), key, assignment);
     cache_.insert(key, compiled);
   }
-  auto exe = std::make_shared<LoadedExecutable>(this, compiled->plan, compiled->program,
-                                                compiled->fingerprint);
+  auto exe = std::make_shared<LoadedExecutable>(this, compiled);
   if (prof.active()) {
     prof.set_name(std::string(hit ? "compile (cached) " : "compile ") + compiled->plan->name);
     prof.arg("instructions", static_cast<int64_t>(compiled->plan->num_instructions()));
@@ -390,25 +493,31 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
 
 std::string Client::serialize(const LoadedExecutable& exe) const {
   count_serialized();
-  return pack_executable(exe.fingerprint(), exe.plan());
+  return pack_executable(exe.fingerprint(), exe.plan(), exe.assignment());
 }
 
-std::shared_ptr<LoadedExecutable> Client::deserialize(std::string_view bytes) {
+std::shared_ptr<LoadedExecutable> Client::deserialize(std::string_view bytes,
+                                                      DeviceAssignment assignment) {
   Stopwatch sw;
   ProfileScope prof("compile", "deserialize");
+  UnpackedExecutable u = unpack_executable(bytes);
+  // Options that name devices (jaxlib's overriding compile options) win
+  // over the ones serialized with the program.
+  assignment = checked(assignment.device_ids.empty() && assignment.num_devices() == 1
+                           ? u.assignment
+                           : assignment);
   // Loading the same bytes twice (JAX's cache read in two jit wrappers)
   // reuses the first load, as compile does.
-  std::string key = cache_key("deserialize", "", bytes);
+  std::string key = cache_key("deserialize", "", bytes, assignment);
   std::shared_ptr<const CompiledProgram> compiled = cache_.find(key);
   if (!compiled) {
-    UnpackedExecutable u = unpack_executable(bytes);
     compiler::verify(u.plan);
-    compiled = lower(std::make_shared<const compiler::Plan>(std::move(u.plan)), u.fingerprint);
+    compiled = lower(std::make_shared<const compiler::Plan>(std::move(u.plan)), u.fingerprint,
+                     assignment);
     cache_.insert(key, compiled);
   }
   count_deserialized();
-  auto exe = std::make_shared<LoadedExecutable>(this, compiled->plan, compiled->program,
-                                                compiled->fingerprint);
+  auto exe = std::make_shared<LoadedExecutable>(this, compiled);
   if (trace_enabled())
     trace("deserialize " + compiled->plan->name, static_cast<int64_t>(bytes.size()), sw.us(),
           "instructions=" + std::to_string(compiled->plan->num_instructions()));

@@ -1,9 +1,11 @@
 // Client, devices and memories. One client per process-side PJRT client;
-// it owns the executor (the MLX thread) and one device with three memories,
-// the kinds XLA:CPU offers: "device" (the default), "pinned_host" and
-// "unpinned_host". MLX keeps every array in one (unified) memory, so the
-// three share storage; a buffer's memory is the kind JAX asked for, which
-// it reads back for shardings and host offloading.
+// it owns PJRTX_DEVICES devices of one MLX kind, each with its own executor
+// (the thread that builds and evaluates its MLX graphs, so each has its own
+// MLX streams) and three memories, the kinds XLA:CPU offers: "device" (the
+// default), "pinned_host" and "unpinned_host". MLX keeps every array in one
+// (unified) memory, so the three share storage; a buffer's memory is the
+// kind JAX asked for, which it reads back for shardings and host
+// offloading.
 #pragma once
 
 #include <functional>
@@ -47,11 +49,13 @@ class Memory {
 
 class Device {
  public:
-  Device(int id, Client* client, std::string kind);
+  Device(int id, Client* client, std::string kind, Executor* executor);
   int id() const { return id_; }
   int local_hardware_id() const { return id_; }
   int process_index() const { return 0; }
   Client* client() const { return client_; }
+  // The thread that runs this device's work, in the order it was posted.
+  Executor& executor() const { return *executor_; }
   // "MLX CPU", "MLX Metal", "MLX CUDA"
   const std::string& kind() const { return kind_; }
   std::string debug_string() const;
@@ -67,6 +71,7 @@ class Device {
   int id_;
   Client* client_;
   std::string kind_;
+  Executor* executor_;
   std::vector<std::unique_ptr<Memory>> memories_;
 };
 
@@ -79,7 +84,8 @@ void set_frontend(FrontendFn fn);
 
 class Client {
  public:
-  // Reads PJRTX_DEVICE and PJRTX_F64 and starts the executor.
+  // Reads PJRTX_DEVICE, PJRTX_DEVICES and PJRTX_F64 and starts one
+  // executor per device.
   Client();
   ~Client();
 
@@ -87,9 +93,9 @@ class Client {
   const std::string& platform_version() const { return platform_version_; }
   const std::vector<Device*>& devices() const { return device_ptrs_; }
   const std::vector<Memory*>& memories() const { return memory_ptrs_; }
+  // Throws INVALID_ARGUMENT naming the id and the devices there are.
   Device* lookup_device(int id) const;
-  Executor& executor() { return *executor_; }
-  const std::string& backend_name() const;
+  const std::string& backend_name() const { return backend_; }
   struct MemoryStats {
     int64_t in_use, peak, limit;
   };
@@ -104,15 +110,23 @@ class Client {
   // so it shares them); ready when `src` is.
   BufferPtr copy_buffer(const BufferPtr& src, Memory* memory);
 
-  // Compiles program bytes (format "mlir"), or reuses an earlier compile of
-  // the same bytes under the same options (runtime/compile_cache.h).
-  std::shared_ptr<LoadedExecutable> compile(std::string_view code, std::string_view format);
+  // Compiles program bytes (format "mlir") for the devices of `assignment`
+  // (empty device_ids: this client's first device), or reuses an earlier
+  // compile of the same bytes for the same devices under the same options
+  // (runtime/compile_cache.h). Throws INVALID_ARGUMENT for an unknown or
+  // repeated device.
+  std::shared_ptr<LoadedExecutable> compile(std::string_view code, std::string_view format,
+                                            DeviceAssignment assignment = {});
   // PJRT_Executable_Serialize / DeserializeAndLoad: the executable's plan
   // as bytes, and an executable lowered from such bytes without the
   // frontend. Deserializing throws INVALID_ARGUMENT for foreign or damaged
   // bytes.
   std::string serialize(const LoadedExecutable& exe) const;
-  std::shared_ptr<LoadedExecutable> deserialize(std::string_view bytes);
+  // `assignment`, when it names devices, replaces the serialized one.
+  std::shared_ptr<LoadedExecutable> deserialize(std::string_view bytes,
+                                                DeviceAssignment assignment = {});
+  // XLA's default assignment: devices in id order, replica-major.
+  DeviceAssignment default_assignment(int num_replicas, int num_partitions) const;
   // Drops every cached program (tests; executables already handed out stay).
   void clear_compile_cache() { cache_.clear(); }
 
@@ -135,16 +149,21 @@ class Client {
 
  private:
   std::string platform_version_;
-  // Verifies, size-checks and lowers a plan on the executor.
+  // Verifies, size-checks and lowers a plan on each assigned device's
+  // executor.
   std::shared_ptr<const CompiledProgram> lower(std::shared_ptr<const compiler::Plan> plan,
-                                               std::string fingerprint);
+                                               std::string fingerprint,
+                                               const DeviceAssignment& assignment);
+  // Fills in a missing assignment and checks its device ids.
+  DeviceAssignment checked(DeviceAssignment a) const;
   // SHA-256 over what decides a compile's result besides the bytes.
-  std::string cache_key(std::string_view kind, std::string_view format,
-                        std::string_view bytes) const;
+  std::string cache_key(std::string_view kind, std::string_view format, std::string_view bytes,
+                        const DeviceAssignment& assignment) const;
 
   backend::LowerOptions lower_options_;
+  std::string backend_;
   CompileCache cache_;
-  std::unique_ptr<Executor> executor_;
+  std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<Device*> device_ptrs_;
   std::vector<Memory*> memory_ptrs_;

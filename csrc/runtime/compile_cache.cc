@@ -133,7 +133,8 @@ std::shared_ptr<const compiler::Plan> find_plan(const std::string& fingerprint) 
 namespace {
 
 constexpr char kExeMagic[8] = {'P', 'J', 'R', 'T', 'X', 'E', 'X', 'E'};
-constexpr uint32_t kExeVersion = 1;
+// 2: the device assignment follows the fingerprint.
+constexpr uint32_t kExeVersion = 2;
 
 // The build that wrote a blob must be the build that reads it: the plan is
 // the frontend's output, and another pjrtx may build another plan from the
@@ -176,7 +177,8 @@ struct Cursor {
 
 }  // namespace
 
-std::string pack_executable(const std::string& fingerprint, const compiler::Plan& plan) {
+std::string pack_executable(const std::string& fingerprint, const compiler::Plan& plan,
+                            const DeviceAssignment& assignment) {
   // A callback id names a Python function of this process only; JAX keeps
   // such programs out of its persistent cache for the same reason.
   if (plan_has_host_callbacks(plan))
@@ -187,6 +189,10 @@ std::string pack_executable(const std::string& fingerprint, const compiler::Plan
   put_u32(out, kExeVersion);
   put_str(out, producer());
   put_str(out, fingerprint);
+  put_u32(out, static_cast<uint32_t>(assignment.num_replicas));
+  put_u32(out, static_cast<uint32_t>(assignment.num_partitions));
+  put_u32(out, static_cast<uint32_t>(assignment.device_ids.size()));
+  for (int id : assignment.device_ids) put_u32(out, static_cast<uint32_t>(id));
   auto digest = Sha256().update(payload).digest();
   out.append(reinterpret_cast<const char*>(digest.data()), digest.size());
   out += payload;
@@ -211,6 +217,14 @@ UnpackedExecutable unpack_executable(std::string_view bytes) {
   }
   UnpackedExecutable out;
   out.fingerprint = std::string(c.str("fingerprint"));
+  out.assignment.num_replicas = static_cast<int>(c.u32("num_replicas"));
+  out.assignment.num_partitions = static_cast<int>(c.u32("num_partitions"));
+  uint32_t n = c.u32("device count");
+  if (n != static_cast<uint32_t>(out.assignment.num_devices()) || n == 0 || n > 1u << 16)
+    c.fail("a device assignment of ", n, " ids for ", out.assignment.num_replicas, " x ",
+           out.assignment.num_partitions, " devices");
+  for (uint32_t i = 0; i < n; ++i)
+    out.assignment.device_ids.push_back(static_cast<int>(c.u32("device id")));
   std::string_view digest = c.take(32, "checksum");
   auto actual = Sha256().update(c.b).digest();
   if (std::memcmp(digest.data(), actual.data(), actual.size()) != 0)

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "compiler/plan.h"
 
@@ -26,10 +27,26 @@ class Program;
 
 namespace pjrtx::runtime {
 
+// Which devices an executable runs on: XLA's replica and partition counts
+// and the compile options' device assignment (device ids, replica-major:
+// logical device r * num_partitions + p is replica r, partition p).
+struct DeviceAssignment {
+  int num_replicas = 1, num_partitions = 1;
+  std::vector<int> device_ids;  // num_replicas * num_partitions ids
+  int num_devices() const { return num_replicas * num_partitions; }
+  bool operator==(const DeviceAssignment& o) const {
+    return num_replicas == o.num_replicas && num_partitions == o.num_partitions &&
+           device_ids == o.device_ids;
+  }
+};
+
 struct CompiledProgram {
   std::shared_ptr<const compiler::Plan> plan;
-  std::shared_ptr<backend::Program> program;
+  // One lowering per logical device of `assignment`, each on its device's
+  // executor (replica/partition ids and collective groups are per device).
+  std::vector<std::shared_ptr<backend::Program>> programs;
   std::string fingerprint;  // 64 hex digits
+  DeviceAssignment assignment;
 };
 
 class CompileCache {
@@ -93,9 +110,11 @@ std::shared_ptr<const compiler::Plan> find_plan(const std::string& fingerprint);
 // and compiled kernels belong to a process, and the frontend is most of a
 // compile (an MLP SGD step of 106 instructions: 17 ms to compile, 1.1 ms to
 // load and lower its serialized plan, on a 2-core Linux machine).
-std::string pack_executable(const std::string& fingerprint, const compiler::Plan& plan);
+std::string pack_executable(const std::string& fingerprint, const compiler::Plan& plan,
+                            const DeviceAssignment& assignment);
 struct UnpackedExecutable {
   std::string fingerprint;
+  DeviceAssignment assignment;
   compiler::Plan plan;
 };
 // Throws INVALID_ARGUMENT "pjrtx: serialized executable: ..." for bytes

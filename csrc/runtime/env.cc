@@ -14,6 +14,14 @@ const std::vector<EnvVar>& env_vars() {
   static const std::vector<EnvVar> vars = {
       {"PJRTX_DEVICE", "auto",
        "MLX device: auto (Metal, else CUDA, else CPU), gpu or cpu"},
+      {"PJRTX_DEVICES", "1",
+       "how many devices pjrtx lists, each of the chosen MLX kind with its own executor "
+       "thread and stream, as XLA:CPU's --xla_force_host_platform_device_count; read when "
+       "the client is created"},
+      {"PJRTX_COLLECTIVE_TIMEOUT_S", "300",
+       "seconds a device waits in a collective for the other devices of its group before "
+       "the run fails with DEADLINE_EXCEEDED (a device whose run failed wakes the others "
+       "at once)"},
       {"PJRTX_TRACE", "0",
        "1: print one line per compile, host-to-device, execute and device-to-host event to stderr"},
       {"PJRTX_PROFILE", "",

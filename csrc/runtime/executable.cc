@@ -3,28 +3,51 @@
 #include <algorithm>
 
 #include "backend/mlx/async_eval.h"
+#include "backend/mlx/collective_run.h"
 #include "backend/mlx/device.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 
+#include "runtime/env.h"
 #include "runtime/profile.h"
 #include "runtime/spin.h"
 #include "runtime/trace.h"
 
 namespace pjrtx::runtime {
 
-LoadedExecutable::LoadedExecutable(Client* client, std::shared_ptr<const compiler::Plan> plan,
-                                   std::shared_ptr<backend::Program> program,
-                                   std::string fingerprint)
-    : client_(client),
-      plan_(std::move(plan)),
-      program_(std::move(program)),
-      fingerprint_(std::move(fingerprint)) {
+namespace {
+// PJRTX_COLLECTIVE_TIMEOUT_S, read once.
+std::chrono::milliseconds collective_timeout() {
+  static const std::chrono::milliseconds t = [] {
+    const std::string v = env_string("PJRTX_COLLECTIVE_TIMEOUT_S");
+    double seconds = 0;
+    try {
+      size_t used = 0;
+      seconds = std::stod(v, &used);
+      if (used != v.size()) seconds = 0;
+    } catch (const std::exception&) {
+      seconds = 0;
+    }
+    if (!(seconds > 0))
+      invalid_argument("pjrtx: PJRTX_COLLECTIVE_TIMEOUT_S must be a positive number of seconds, "
+                       "got '", v, "'");
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }();
+  return t;
+}
+}  // namespace
+
+LoadedExecutable::LoadedExecutable(Client* client, std::shared_ptr<const CompiledProgram> compiled)
+    : client_(client), compiled_(std::move(compiled)), plan_(compiled_->plan) {
   const auto& f = plan_->entry_function();
   for (auto v : f.body.params) param_types_.push_back(plan_->type(v));
   output_types_ = f.result_types;
   donors_ = f.donors;
-  Device* device = client_->devices().front();
+  for (int id : compiled_->assignment.device_ids) {
+    devices_.push_back(client_->lookup_device(id));
+    last_wait_us_.push_back(std::make_shared<std::atomic<int64_t>>(int64_t{1} << 40));
+  }
+  Device* device = devices_.front();
   auto kind = [](const std::vector<std::string>& kinds, size_t i) {
     return i < kinds.size() ? std::string_view(kinds[i]) : std::string_view();
   };
@@ -39,9 +62,9 @@ LoadedExecutable::LoadedExecutable(Client* client, std::shared_ptr<const compile
 // is safe even while the executor uses them.
 LoadedExecutable::~LoadedExecutable() = default;
 
-LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>& args,
-                                                   const std::vector<int64_t>& non_donatable) {
-  if (deleted_) failed_precondition("pjrtx: executable ", name(), " was deleted");
+std::vector<size_t> LoadedExecutable::check_args(const std::vector<BufferPtr>& args,
+                                                 Device* device,
+                                                 const std::vector<int64_t>& non_donatable) const {
   if (args.size() != param_types_.size())
     invalid_argument("pjrtx: ", name(), " takes ", param_types_.size(), " arguments, got ",
                      args.size());
@@ -58,18 +81,12 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
     if (args[i]->type() != param_types_[i] && !token_arg)
       invalid_argument("pjrtx: ", name(), " argument ", i, " is ", args[i]->type().str(),
                        " but the program expects ", param_types_[i].str());
+    // An unevaluated array belongs to its device's executor thread.
+    if (args[i]->device() != device)
+      invalid_argument("pjrtx: ", name(), " argument ", i, " is on ",
+                       args[i]->device()->to_string(), " but this run is on ",
+                       device->to_string(), " (copy it there first)");
   }
-  // Held until the run has read its inputs, so deleting an argument right
-  // after dispatch does not take the data from this run. (shared_ptr:
-  // std::function needs a copyable task.)
-  auto uses = std::make_shared<std::vector<BufferUse>>();
-  uses->reserve(args.size());
-  for (const auto& a : args) uses->emplace_back(a, "execute");
-  // Donated arguments are deleted now (JAX then raises its "donated buffer"
-  // errors on a later use); the use taken above keeps the data for this run
-  // only, and dropping that use on the executor leaves the run's graph as
-  // the array's sole owner, which MLX needs to write an output in place
-  // (array::is_donatable: use_count 1 of both descriptor and data).
   std::vector<size_t> donated;
   for (size_t i = 0; i < args.size(); ++i) {
     if (!donates(i)) continue;
@@ -85,21 +102,68 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
         invalid_argument("pjrtx: ", name(), ": Attempt to use a buffer that was previously "
                          "donated in the same call to Execute() (flattened argument ",
                          std::max(i, j), ", first use: ", std::min(i, j), ")");
-  for (size_t i : donated) args[i]->mark_deleted();
+  return donated;
+}
+
+std::vector<LoadedExecutable::Result> LoadedExecutable::execute(
+    const std::vector<std::vector<BufferPtr>>& args, const std::vector<int64_t>& non_donatable) {
+  if (deleted_) failed_precondition("pjrtx: executable ", name(), " was deleted");
+  if (args.size() != devices_.size())
+    invalid_argument("pjrtx: ", name(), " runs on ", devices_.size(), " device(s), got ",
+                     args.size(), " argument lists");
+  std::vector<std::vector<size_t>> donated;
+  for (size_t d = 0; d < args.size(); ++d)
+    donated.push_back(check_args(args[d], devices_[d], non_donatable));
+  // Donated arguments are deleted now (JAX then raises its "donated buffer"
+  // errors on a later use); each run holds a use that keeps the data for
+  // that run only (see launch).
+  std::vector<std::shared_ptr<std::vector<BufferUse>>> uses;
+  for (size_t d = 0; d < args.size(); ++d) {
+    auto u = std::make_shared<std::vector<BufferUse>>();
+    u->reserve(args[d].size());
+    for (const auto& a : args[d]) u->emplace_back(a, "execute");
+    uses.push_back(std::move(u));
+  }
+  for (size_t d = 0; d < args.size(); ++d)
+    for (size_t i : donated[d]) args[d][i]->mark_deleted();
+  std::vector<Result> results;
+  if (devices_.size() == 1) {
+    results.push_back(launch(0, std::move(uses[0]), nullptr));
+  } else {
+    auto collectives = std::make_shared<backend::CollectiveRun>(collective_timeout());
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    for (size_t d = 0; d < devices_.size(); ++d)
+      results.push_back(launch(d, std::move(uses[d]), collectives));
+  }
+  // A program that calls Python back runs to completion before Execute
+  // returns, as XLA:CPU runs it: an exception in a callback then raises
+  // from the jitted call itself rather than from a later read or from every
+  // later jax.effects_barrier() (JAX keeps the failed run's token). jaxlib
+  // calls Execute without the GIL, so the callbacks can take it meanwhile.
+  if (compiled_->programs.front()->calls_host())
+    for (const auto& r : results)
+      if (ErrorPtr err = r.done->await()) throw *err;
+  return results;
+}
+
+LoadedExecutable::Result LoadedExecutable::launch(
+    size_t index, std::shared_ptr<std::vector<BufferUse>> uses,
+    std::shared_ptr<backend::CollectiveRun> collectives) {
+  Device* device = devices_[index];
   Result result;
   result.done = Event::create();
   for (size_t i = 0; i < output_types_.size(); ++i)
-    result.outputs.push_back(
-        std::make_shared<Buffer>(output_types_[i], output_memories_[i], Event::create()));
+    result.outputs.push_back(std::make_shared<Buffer>(
+        output_types_[i], device->memory(output_memories_[i]->kind()), Event::create()));
 
   // `uses` moves into the task: a copy left here would keep a donated
   // argument's array alive past the point where the run drops it, whenever
   // the executor starts the task before execute() returns.
   const double posted_us = profile_enabled() ? profile_now_us() : 0;
-  Executor* executor = &client_->executor();
-  executor->post([program = program_, uses = std::move(uses), outs = result.outputs,
-                  done = result.done, name = name(), executor, posted_us,
-                  last_wait_us = last_wait_us_]() mutable {
+  Executor* executor = &device->executor();
+  executor->post([program = compiled_->programs[index], uses = std::move(uses),
+                  outs = result.outputs, done = result.done, name = name(), executor, posted_us,
+                  last_wait_us = last_wait_us_[index], collectives]() mutable {
     Stopwatch sw;
     const int64_t primitives_before = backend::primitives_evaluated();
     // queued (posted_us .. start) -> graph build -> eval dispatch here; the
@@ -111,11 +175,14 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       prof.arg("executable", name);
       prof.arg("queued_us", static_cast<int64_t>(prof.start_us() - posted_us));
     }
-    auto fail = [outs, done, name](const std::exception& e) {
+    auto fail = [outs, done, name, collectives](const std::exception& e) {
       const auto* pe = dynamic_cast<const Error*>(&e);
       auto err = std::make_shared<const Error>(pe ? pe->code() : ErrorCode::kInternal,
                                                pe ? std::string(e.what())
                                                   : "[" + name + "] " + e.what());
+      // The other devices would wait for this one in their next collective.
+      if (collectives)
+        collectives->abort("pjrtx: " + name + ": another device's run failed: " + err->what());
       for (auto& o : outs) o->ready_event()->set_error(err);
       done->set_error(err);
     };
@@ -129,7 +196,7 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
       backend::Arrays arrays;
       {
         ProfileScope phase("execute", "graph build");
-        arrays = program->run(inputs, &effects);
+        arrays = program->run(inputs, &effects, collectives.get());
       }
       // The graph holds what it reads; our handles would keep a donated
       // input's use count above 1 and stop MLX from reusing its memory.
@@ -194,13 +261,6 @@ LoadedExecutable::Result LoadedExecutable::execute(const std::vector<BufferPtr>&
     else
       executor->complete(std::move(finish));
   });
-  // A program that calls Python back runs to completion before Execute
-  // returns, as XLA:CPU runs it: an exception in a callback then raises
-  // from the jitted call itself rather than from a later read or from every
-  // later jax.effects_barrier() (JAX keeps the failed run's token). jaxlib
-  // calls Execute without the GIL, so the callbacks can take it meanwhile.
-  if (program_->calls_host())
-    if (ErrorPtr err = result.done->await()) throw *err;
   return result;
 }
 

@@ -1,11 +1,14 @@
-// A compiled program bound to the client's device. execute() checks the
-// arguments, creates the output buffers and returns at once; the executor
-// builds the MLX graph, evaluates it and then fires the outputs' events (or
-// fails them with the error that stopped the run).
+// A compiled program bound to the devices of its device assignment. execute()
+// checks the arguments, creates the output buffers and returns at once; each
+// device's executor builds its MLX graph, evaluates it and then fires its
+// outputs' events (or fails them with the error that stopped the run). On
+// several devices every device runs its own lowering of the same plan at
+// once, and their collectives meet in one CollectiveRun per execution.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,23 +17,27 @@
 
 namespace pjrtx::backend {
 class Program;
+class CollectiveRun;
 }
 
 namespace pjrtx::runtime {
 
 class LoadedExecutable {
  public:
-  LoadedExecutable(Client* client, std::shared_ptr<const compiler::Plan> plan,
-                   std::shared_ptr<backend::Program> program, std::string fingerprint);
+  LoadedExecutable(Client* client, std::shared_ptr<const CompiledProgram> compiled);
   ~LoadedExecutable();
 
   Client* client() const { return client_; }
   const std::string& name() const { return plan_->name; }
-  const std::string& fingerprint() const { return fingerprint_; }
+  const std::string& fingerprint() const { return compiled_->fingerprint; }
+  const DeviceAssignment& assignment() const { return compiled_->assignment; }
+  // The devices in assignment order (logical device i runs on devices()[i]).
+  const std::vector<Device*>& devices() const { return devices_; }
   const std::vector<compiler::TensorType>& output_types() const { return output_types_; }
   const std::vector<compiler::TensorType>& param_types() const { return param_types_; }
-  // The memory each output lands in and the memory kind of each parameter:
-  // what the program's `mhlo.memory_kind` attributes name, else "device".
+  // The memory each output lands in and the memory kind of each parameter
+  // on the first device: what the program's `mhlo.memory_kind` attributes
+  // name, else "device". memory_on() gives the same kind on another device.
   const std::vector<Memory*>& output_memories() const { return output_memories_; }
   const std::vector<Memory*>& param_memories() const { return param_memories_; }
   const compiler::Plan& plan() const { return *plan_; }
@@ -39,14 +46,16 @@ class LoadedExecutable {
     std::vector<BufferPtr> outputs;
     EventPtr done;
   };
-  // Throws INVALID_ARGUMENT for a wrong argument count or type or a deleted
-  // (or donated) argument, FAILED_PRECONDITION for a deleted executable.
-  // Arguments the program may donate (Function::donors) and the caller does
-  // not list in `non_donatable` are deleted on return, as XLA deletes a
-  // donated buffer: the run still reads them, then lets MLX reuse their
-  // memory for an output.
-  Result execute(const std::vector<BufferPtr>& args,
-                 const std::vector<int64_t>& non_donatable = {});
+  // `args[i]`: the arguments of logical device i (one list per device of
+  // the assignment); one Result per device. Throws INVALID_ARGUMENT for a
+  // wrong list or argument count or type, an argument on another device or
+  // a deleted (or donated) argument, FAILED_PRECONDITION for a deleted
+  // executable. Arguments the program may donate (Function::donors) and the
+  // caller does not list in `non_donatable` are deleted on return, as XLA
+  // deletes a donated buffer: the run still reads them, then lets MLX reuse
+  // their memory for an output.
+  std::vector<Result> execute(const std::vector<std::vector<BufferPtr>>& args,
+                              const std::vector<int64_t>& non_donatable = {});
   // Whether parameter i may be donated.
   bool donates(size_t i) const { return i < donors_.size() && donors_[i]; }
 
@@ -54,19 +63,30 @@ class LoadedExecutable {
   bool is_deleted() const { return deleted_; }
 
  private:
+  // Checks one device's arguments and returns its donated ones.
+  std::vector<size_t> check_args(const std::vector<BufferPtr>& args, Device* device,
+                                 const std::vector<int64_t>& non_donatable) const;
+  // Posts logical device i's run; `collectives` is null on one device.
+  // `uses` holds its arguments until the run has read them.
+  Result launch(size_t i, std::shared_ptr<std::vector<BufferUse>> uses,
+                std::shared_ptr<backend::CollectiveRun> collectives);
+
   Client* client_;
+  std::shared_ptr<const CompiledProgram> compiled_;
   std::shared_ptr<const compiler::Plan> plan_;
-  std::shared_ptr<backend::Program> program_;
-  std::string fingerprint_;
+  std::vector<Device*> devices_;
   // Microseconds the last run took from eval dispatch to ready: short runs
   // are waited for on the executor when it has nothing else to do. Unknown
   // before the first run, which is handed to the completion thread.
-  std::shared_ptr<std::atomic<int64_t>> last_wait_us_ =
-      std::make_shared<std::atomic<int64_t>>(int64_t{1} << 40);
+  // One per device.
+  std::vector<std::shared_ptr<std::atomic<int64_t>>> last_wait_us_;
   std::vector<compiler::TensorType> param_types_, output_types_;
   std::vector<bool> donors_;
   std::vector<Memory*> param_memories_, output_memories_;
   std::atomic<bool> deleted_{false};
+  // Launches of multi-device runs are posted to every device in one order
+  // (collectives of two runs must not interleave differently per device).
+  std::mutex launch_mu_;
 };
 
 }  // namespace pjrtx::runtime

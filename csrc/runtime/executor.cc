@@ -13,11 +13,11 @@
 
 namespace pjrtx::runtime {
 
-Executor::Executor(const backend::DeviceChoice& device)
+Executor::Executor(const backend::DeviceChoice& device, int index)
     : device_(std::make_unique<backend::DeviceChoice>(device)) {
   spin_us();  // reads and checks PJRTX_SPIN_US before any thread polls with it
-  thread_ = std::thread([this] { loop(); });
-  done_thread_ = std::thread([this] { completion_loop(); });
+  thread_ = std::thread([this, index] { loop(index); });
+  done_thread_ = std::thread([this, index] { completion_loop(index); });
 }
 
 Executor::~Executor() {
@@ -52,8 +52,9 @@ void Executor::complete(std::function<void()> task) {
   done_cv_.notify_one();
 }
 
-void Executor::completion_loop() {
-  profile_thread_name("pjrtx completion");
+void Executor::completion_loop(int index) {
+  profile_thread_name(index == 0 ? std::string("pjrtx completion")
+                                 : "pjrtx completion " + std::to_string(index));
   for (;;) {
     std::function<void()> task;
     {
@@ -88,10 +89,12 @@ void Executor::post(std::function<void()> task) {
   cv_.notify_one();
 }
 
-void Executor::loop() {
-  // The default device is per thread in MLX: set it here, once.
+void Executor::loop(int index) {
+  // MLX's default device is process-wide (its default streams are per
+  // thread): every executor of a client sets the same one.
   mlx::core::set_default_device(device_->device);
-  profile_thread_name("pjrtx executor");
+  profile_thread_name(index == 0 ? std::string("pjrtx executor")
+                                 : "pjrtx executor " + std::to_string(index));
   for (;;) {
     std::function<void()> task;
     // The next call usually arrives within microseconds of the last one

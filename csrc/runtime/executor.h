@@ -1,6 +1,7 @@
-// The one thread that owns all MLX work. MLX keeps its compile cache, default
-// streams and command encoders per thread, so every graph build and
-// evaluation happens here, in the order tasks were posted.
+// The thread that owns one device's MLX work. MLX keeps its compile cache,
+// default streams and command encoders per thread, so every graph build and
+// evaluation of a device happens on its executor, in the order tasks were
+// posted, and two devices' executors run on separate MLX streams.
 #pragma once
 
 #include <atomic>
@@ -21,7 +22,8 @@ namespace pjrtx::runtime {
 
 class Executor {
  public:
-  explicit Executor(const backend::DeviceChoice& device);
+  // `index`: the device's place in its client (for thread names).
+  Executor(const backend::DeviceChoice& device, int index = 0);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -54,8 +56,8 @@ class Executor {
   const backend::DeviceChoice& device() const { return *device_; }
 
  private:
-  void loop();
-  void completion_loop();
+  void loop(int index);
+  void completion_loop(int index);
 
   std::unique_ptr<backend::DeviceChoice> device_;
   std::mutex mu_;

@@ -56,6 +56,8 @@ std::optional<mx::array> LowerCtx::constant_value(compiler::ValueId v) const {
   return it->second;
 }
 
+const DeviceContext& LowerCtx::device() const { return lowerer_.options().device; }
+
 RunState LowerCtx::constant_state() const {
   RunState st;
   st.slots.resize(plan_.values.size());
@@ -285,6 +287,11 @@ bool foldable(const Instruction& inst) {
     case Opcode::infeed: case Opcode::outfeed: case Opcode::send: case Opcode::recv:
     case Opcode::rng: case Opcode::create_token: case Opcode::after_all:
     case Opcode::optimization_barrier: case Opcode::partition_id: case Opcode::replica_id:
+    // Collectives meet the other devices at run time; folding one would
+    // evaluate it at compile time with nobody to meet.
+    case Opcode::all_reduce: case Opcode::all_gather: case Opcode::reduce_scatter:
+    case Opcode::all_to_all: case Opcode::collective_permute:
+    case Opcode::collective_broadcast:
       return false;
     default:
       return true;
@@ -449,9 +456,10 @@ std::shared_ptr<Program> Program::lower(std::shared_ptr<const compiler::Plan> pl
   return p;
 }
 
-Arrays Program::run(const Arrays& args, Arrays* effects) const {
+Arrays Program::run(const Arrays& args, Arrays* effects, CollectiveRun* collectives) const {
   RunState st;
   st.slots.resize(plan_->values.size());
+  st.collectives = collectives;
   // jaxlib passes a token argument as a pred[0] buffer; inside a run a
   // token is a bool scalar (ops/collective.cc), also where a branch or
   // loop hands the incoming token on.

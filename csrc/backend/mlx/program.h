@@ -27,6 +27,8 @@ struct LowerOptions {
   bool f64_error = false;
   // PJRTX_COMPILE: when straight-line segments run through mx::compile.
   CompileTier compile_tier = CompileTier::kAuto;
+  // The device of the executable this lowering is for.
+  DeviceContext device;
 };
 
 class Lowerer {
@@ -40,6 +42,7 @@ class Lowerer {
   std::shared_ptr<const RegionProgram> lower_region_parts(const compiler::Region& r);
   std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
   const std::map<compiler::ValueId, mx::array>& constants() const { return constants_; }
+  const LowerOptions& options() const { return options_; }
   int64_t cpu_stream_instructions() const { return cpu_stream_instructions_; }
   // After the whole program is lowered: drops the folded values that no
   // run reads (intermediates of constant chains), so they are not held.
@@ -84,7 +87,9 @@ class Program {
 
   // `effects` receives the run's side-effecting nodes, which the caller
   // evaluates together with the outputs (RunState::effects).
-  Arrays run(const Arrays& args, Arrays* effects = nullptr) const;
+  // `collectives`: the execution's meeting point when it spans devices.
+  Arrays run(const Arrays& args, Arrays* effects = nullptr,
+             CollectiveRun* collectives = nullptr) const;
   const compiler::Plan& plan() const { return *plan_; }
   // Whether a run calls Python host callbacks (custom_call @pjrtx_callback).
   bool calls_host() const { return calls_host_; }

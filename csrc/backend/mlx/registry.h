@@ -24,6 +24,21 @@ namespace pjrtx::backend {
 namespace mx = mlx::core;
 using Arrays = std::vector<mx::array>;
 
+class CollectiveRun;
+
+// Which of an executable's devices a program is lowered for: XLA's logical
+// ids (replica, partition) in the compile options' device assignment. Each
+// device gets its own lowering, so replica_id / partition_id are constants
+// and a collective knows its group when it is lowered.
+struct DeviceContext {
+  int replica = 0, partition = 0;
+  int num_replicas = 1, num_partitions = 1;
+  int num_devices() const { return num_replicas * num_partitions; }
+  // The device's index in the flattened assignment (replica-major), the
+  // numbering use_global_device_ids groups speak.
+  int logical() const { return replica * num_partitions + partition; }
+};
+
 // Per-run state: one slot per plan value (ValueIds are plan-wide, so nested
 // regions and called functions share it).
 struct RunState {
@@ -36,6 +51,10 @@ struct RunState {
   // may have no results, ops/callback.cc): whoever evaluates a run's values
   // evaluates these with them (the run's outputs, each while iteration).
   Arrays effects;
+  // The execution's meeting point with the other devices (null on one
+  // device), and how many collectives this run has passed so far.
+  CollectiveRun* collectives = nullptr;
+  int64_t collective_seq = 0;
 };
 
 using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;
@@ -191,6 +210,8 @@ class LowerCtx {
   RunState constant_state() const;
   // The value of `v` when a constant instruction defines it.
   std::optional<mx::array> constant_value(compiler::ValueId v) const;
+  // The device this program is lowered for.
+  const DeviceContext& device() const;
 
   // Throws INVALID_ARGUMENT "[<op>] <message> at <loc>".
   template <typename... Args>

@@ -33,6 +33,11 @@ bool breaks_segment(Opcode op) {
     case Opcode::while_: case Opcode::case_: case Opcode::if_:
     case Opcode::custom_call: case Opcode::infeed: case Opcode::outfeed:
     case Opcode::send: case Opcode::recv: case Opcode::rng:
+    // A collective waits for the other devices with its operands evaluated
+    // (backend/mlx/collective_run.h): a host sync, never inside a trace.
+    case Opcode::all_reduce: case Opcode::all_gather: case Opcode::reduce_scatter:
+    case Opcode::all_to_all: case Opcode::collective_permute:
+    case Opcode::collective_broadcast:
       return true;
     default:
       return false;

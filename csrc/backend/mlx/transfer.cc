@@ -116,6 +116,12 @@ mx::array materialized(const mx::array& a) {
   return copy;
 }
 
+mx::array copy_to_own_storage(const mx::array& a) {
+  mx::array copy = mx::copy(a);
+  copy.eval();
+  return copy;
+}
+
 uintptr_t array_address(const mx::array& a) {
   if (a.size() == 0) return 0;
   if (!a.is_available() || !a.flags().row_contiguous)

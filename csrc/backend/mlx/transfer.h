@@ -29,6 +29,10 @@ void array_to_host(const mx::array& a, compiler::DType t, void* dst, size_t dst_
 // a evaluated and row-contiguous: a itself when it already is, else a
 // contiguous copy (a broadcast or strided view has no one block of data).
 mx::array materialized(const mx::array& a);
+// An evaluated copy of `a` in storage of its own (a buffer moving to
+// another device must not share the source's memory). Call on the
+// destination's executor, with `a` evaluated.
+mx::array copy_to_own_storage(const mx::array& a);
 // The address of an evaluated, row-contiguous array's data (0 when empty).
 uintptr_t array_address(const mx::array& a);
 

@@ -1,0 +1,57 @@
+// The meeting point of one multi-device execution. Every device runs the
+// same program (SPMD) on its own executor thread; at its k-th collective a
+// device evaluates its operands, posts them under k and takes the operands
+// of the other members of its group once all have arrived. The arrays are
+// evaluated and immutable, so a device builds its result from the others'
+// arrays with ordinary MLX ops on its own stream: no bytes move until that
+// result is computed, and each device's result is its own storage.
+//
+// Every device reaches the same collectives in the same order (the program
+// is the same and control flow around a collective must agree across the
+// group, as on XLA), so k identifies one collective instance of the run.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/mlx/registry.h"
+
+namespace pjrtx::backend {
+
+class CollectiveRun {
+ public:
+  // `timeout`: how long a device waits for the rest of its group.
+  explicit CollectiveRun(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+
+  // Posts `mine` (already evaluated) as member `me` of `group` (logical
+  // device indices, in group order) for collective `seq`, waits until every
+  // member has posted, and returns all members' arrays in group order.
+  // Throws DEADLINE_EXCEEDED after the timeout and the abort reason when
+  // another device's run failed.
+  std::vector<Arrays> exchange(int64_t seq, const std::vector<int>& group, int me, Arrays mine,
+                               const std::string& op);
+
+  // Wakes every waiting device with this error (a device's run failed: the
+  // others would otherwise wait for it until the timeout).
+  void abort(const std::string& why);
+
+ private:
+  struct Slot {
+    std::vector<std::optional<Arrays>> parts;
+    size_t arrived = 0, taken = 0;
+  };
+  std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // (seq, first member of the group): groups of one collective meet apart.
+  std::map<std::pair<int64_t, int>, Slot> slots_;
+  std::optional<std::string> aborted_;
+};
+
+}  // namespace pjrtx::backend
