@@ -217,10 +217,13 @@ def run_case(name: str, force: str | None):
         placed = [jax.device_put(a, D("d")) for a in flat_args]
     else:
         placed = flat_args
+    mismatches = []
+    for k, (a, vs) in enumerate(zip(placed, info.arg_shardings)):
+        if _hlo_equal(info.hlo_sharding(vs, a.ndim), a.sharding._to_xla_hlo_sharding(a.ndim)) is False:
+            mismatches.append(f"arg {k} sharding {info.hlo_sharding(vs, a.ndim)}")
     outs = exe.execute_sharded(placed).disassemble_into_single_device_arrays()
     refs = jax.tree.leaves(ref)
     assert len(outs) == len(refs) == len(info.result_shardings)
-    mismatches = []
     for k, (o, rf, vs) in enumerate(zip(outs, refs, info.result_shardings)):
         want = np.asarray(rf)
         pieces = [np.asarray(x) for x in o]
