@@ -10,7 +10,15 @@ import pytest  # noqa: E402
 
 from pjrtx import jax_plugin  # noqa: E402
 
-jax_plugin.ensure_registered()
+try:
+    jax_plugin.ensure_registered()
+except ImportError as e:
+    # No compiled extension in this checkout: the pure-Python frontend tests
+    # (test_partition.py runs JAX on XLA:CPU in subprocesses) still run; every
+    # test that needs the pjrtx device fails on its own.
+    if "no compiled extension" not in str(e):
+        raise
+    NO_EXTENSION = str(e)
 
 
 @pytest.fixture(scope="session")

@@ -6,14 +6,24 @@ MLIR at run time means we read exactly the StableHLO version jaxlib writes.
 from __future__ import annotations
 
 from pjrtx.frontend.parse import parse_module
-from pjrtx.frontend.walker import FrontendError, build_plan_from_module
 
 __all__ = ["build_plan", "FrontendError"]
+
+
+def __getattr__(name):
+    # walker imports the C++ extension; loading it lazily lets parse and
+    # partition (pure jaxlib MLIR) be imported and tested without it.
+    if name in ("FrontendError", "build_plan_from_module"):
+        from pjrtx.frontend import walker
+
+        return getattr(walker, name)
+    raise AttributeError(f"module 'pjrtx.frontend' has no attribute {name!r}")
 
 
 def build_plan(code: bytes, format: str = "mlir", want_text: bool = False):
     """Returns (Plan, module text or None)."""
     from pjrtx._contract import load_extension
+    from pjrtx.frontend.walker import build_plan_from_module
 
     ext = load_extension()
     if not ext.profile_enabled():
