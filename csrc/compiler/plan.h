@@ -137,6 +137,10 @@ struct Function {
   // "pinned_host", ...; "" where the program names none). Empty vectors
   // when no argument or result names one.
   std::vector<std::string> arg_memory_kinds, result_memory_kinds;
+  // Serialized xla.OpSharding of each argument and result of a program
+  // partitioned over several devices (the frontend's choice, which JAX
+  // reads back for the outputs it left to the compiler). Empty otherwise.
+  std::vector<std::string> arg_shardings, result_shardings;
 };
 
 struct Plan {

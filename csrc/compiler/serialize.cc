@@ -308,6 +308,8 @@ std::string serialize_plan(const Plan& plan) {
     w.list(f.donors, [&](bool d) { w.u8(d ? 1 : 0); });
     write_strings(w, f.arg_memory_kinds);
     write_strings(w, f.result_memory_kinds);
+    write_strings(w, f.arg_shardings);
+    write_strings(w, f.result_shardings);
   });
   w.i64(plan.entry);
   return w.take();
@@ -339,6 +341,8 @@ Plan deserialize_plan(std::string_view bytes) {
     for (size_t j = 0; j < n_donors; ++j) f.donors.push_back(r.u8() != 0);
     f.arg_memory_kinds = read_strings(r, "argument memory kinds");
     f.result_memory_kinds = read_strings(r, "result memory kinds");
+    f.arg_shardings = read_strings(r, "argument shardings");
+    f.result_shardings = read_strings(r, "result shardings");
     plan.functions.push_back(std::move(f));
   }
   int64_t entry = r.i64();

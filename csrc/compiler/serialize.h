@@ -20,7 +20,8 @@
 namespace pjrtx::compiler {
 
 // Bumped whenever the encoding below changes.
-inline constexpr uint32_t kPlanFormatVersion = 1;
+// 2: entry shardings (arg_shardings, result_shardings) per function.
+inline constexpr uint32_t kPlanFormatVersion = 2;
 
 std::string serialize_plan(const Plan& plan);
 Plan deserialize_plan(std::string_view bytes);

@@ -33,7 +33,7 @@ PJRTX_PJRT_SLOTS(PJRTX_STUB_NAME)
 PJRT_Api build_api() {
   PJRT_Api a{};
   a.struct_size = PJRT_Api_STRUCT_SIZE;
-  a.extension_start = nullptr;
+  a.extension_start = shardings_extension();
   a.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
   a.pjrt_api_version.extension_start = nullptr;
   a.pjrt_api_version.major_version = PJRTX_PJRT_API_MAJOR;

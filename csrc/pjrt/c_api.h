@@ -114,6 +114,43 @@ typedef struct PJRT_Profiler_Extension {
 } PJRT_Profiler_Extension;
 PJRTX_DEFINE_SIZE(PJRT_Profiler_Extension, traceme_context_id)
 
+// Shardings extension (type PJRT_Extension_Type_Shardings, version 1): the
+// parameter and output shardings of a compiled executable, as serialized
+// xla.OpSharding protos owned by the executable. jaxlib asks for them when
+// an executable spans several devices; outputs JAX left to the compiler
+// take the reported sharding. NULL arrays: "not reported".
+struct PJRT_Executable;
+typedef struct PJRT_Shardings_PJRT_Executable_ParameterShardings_Args {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  struct PJRT_Executable* executable;
+  size_t num_parameters;         // out
+  const char* const* shardings;  // out
+  const size_t* sharding_sizes;  // out
+} PJRT_Shardings_PJRT_Executable_ParameterShardings_Args;
+PJRTX_DEFINE_SIZE(PJRT_Shardings_PJRT_Executable_ParameterShardings_Args, sharding_sizes)
+typedef struct PJRT_Error* PJRT_Shardings_PJRT_Executable_ParameterShardings(
+    PJRT_Shardings_PJRT_Executable_ParameterShardings_Args* args);
+
+typedef struct PJRT_Shardings_PJRT_Executable_OutputShardings_Args {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  struct PJRT_Executable* executable;
+  size_t num_outputs;            // out
+  const char* const* shardings;  // out
+  const size_t* sharding_sizes;  // out
+} PJRT_Shardings_PJRT_Executable_OutputShardings_Args;
+PJRTX_DEFINE_SIZE(PJRT_Shardings_PJRT_Executable_OutputShardings_Args, sharding_sizes)
+typedef struct PJRT_Error* PJRT_Shardings_PJRT_Executable_OutputShardings(
+    PJRT_Shardings_PJRT_Executable_OutputShardings_Args* args);
+
+typedef struct PJRT_Shardings_Extension {
+  PJRT_Extension_Base base;
+  PJRT_Shardings_PJRT_Executable_ParameterShardings* PJRT_Shardings_PJRT_Executable_ParameterShardings;
+  PJRT_Shardings_PJRT_Executable_OutputShardings* PJRT_Shardings_PJRT_Executable_OutputShardings;
+} PJRT_Shardings_Extension;
+PJRTX_DEFINE_SIZE(PJRT_Shardings_Extension, PJRT_Shardings_PJRT_Executable_OutputShardings)
+
 // ===========================================================================
 // Version
 // ===========================================================================

@@ -64,5 +64,7 @@ PJRTX_IMPLEMENTED_SLOTS(PJRTX_DECLARE_ENTRY)
 void set_stablehlo_current_version(int64_t major, int64_t minor, int64_t patch);
 
 const PJRT_Api* api();
+// The plugin's extension chain: the Shardings extension (pjrt/executable.cc).
+PJRT_Extension_Base* shardings_extension();
 
 }  // namespace pjrtx::pjrt

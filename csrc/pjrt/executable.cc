@@ -43,7 +43,55 @@ std::shared_ptr<const ExecutableInfo> make_executable_info(const runtime::Loaded
     info->param_kinds.push_back(m->kind().data());
     info->param_kind_sizes.push_back(m->kind().size());
   }
+  // The plan outlives the info (the executable holds both).
+  const auto& f = exe.plan().entry_function();
+  for (const auto& s : f.arg_shardings) {
+    info->param_shardings.push_back(s.data());
+    info->param_sharding_sizes.push_back(s.size());
+  }
+  for (const auto& s : f.result_shardings) {
+    info->output_shardings.push_back(s.data());
+    info->output_sharding_sizes.push_back(s.size());
+  }
   return info;
+}
+
+namespace {
+
+PJRT_Error* Shardings_ParameterShardings(
+    PJRT_Shardings_PJRT_Executable_ParameterShardings_Args* args) {
+  return guard([&] {
+    constexpr const char* kFn = "PJRT_Shardings_PJRT_Executable_ParameterShardings";
+    if (args == nullptr) invalid_argument(kFn, ": args is null");
+    const auto& info = *exe_of(args->executable, kFn)->info;
+    const bool any = !info.param_shardings.empty();
+    args->num_parameters = info.param_shardings.size();
+    args->shardings = any ? info.param_shardings.data() : nullptr;
+    args->sharding_sizes = any ? info.param_sharding_sizes.data() : nullptr;
+  });
+}
+
+PJRT_Error* Shardings_OutputShardings(PJRT_Shardings_PJRT_Executable_OutputShardings_Args* args) {
+  return guard([&] {
+    constexpr const char* kFn = "PJRT_Shardings_PJRT_Executable_OutputShardings";
+    if (args == nullptr) invalid_argument(kFn, ": args is null");
+    const auto& info = *exe_of(args->executable, kFn)->info;
+    const bool any = !info.output_shardings.empty();
+    args->num_outputs = info.output_shardings.size();
+    args->shardings = any ? info.output_shardings.data() : nullptr;
+    args->sharding_sizes = any ? info.output_sharding_sizes.data() : nullptr;
+  });
+}
+
+}  // namespace
+
+PJRT_Extension_Base* shardings_extension() {
+  static PJRT_Shardings_Extension ext = {
+      {PJRT_Shardings_Extension_STRUCT_SIZE, PJRT_Extension_Type_Shardings, nullptr},
+      &Shardings_ParameterShardings,
+      &Shardings_OutputShardings,
+  };
+  return &ext.base;
 }
 
 // ---- PJRT_Executable -----------------------------------------------------

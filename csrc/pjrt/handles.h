@@ -76,6 +76,9 @@ struct ExecutableInfo {
   std::vector<size_t> output_ranks;
   std::vector<const char*> output_kinds, param_kinds;
   std::vector<size_t> output_kind_sizes, param_kind_sizes;
+  // The Shardings extension's arrays (empty: not reported).
+  std::vector<const char*> param_shardings, output_shardings;
+  std::vector<size_t> param_sharding_sizes, output_sharding_sizes;
 };
 
 struct PJRT_Executable {

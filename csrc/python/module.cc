@@ -21,6 +21,7 @@
 #include "python/bindings.h"
 #include "runtime/env.h"
 #include "runtime/profile.h"
+#include "runtime/trace.h"
 
 #ifndef PJRTX_VERSION
 #define PJRTX_VERSION "dev"
@@ -147,6 +148,10 @@ NB_MODULE(_pjrtx, m) {
       nb::arg("reset") = false,
       "primitives_evaluated() by MLX primitive name (Add, Compiled, Matmul, ...); reset=True "
       "starts it again at zero");
+  m.def("trace_enabled", &runtime::trace_enabled, "Whether PJRTX_TRACE is on (read once)");
+  m.def(
+      "trace_line", [](const std::string& line) { runtime::trace(line, 0, 0); }, nb::arg("line"),
+      "Writes one PJRTX_TRACE line (the frontend's partitioning choice)");
   m.def("profile_enabled", &runtime::profile_enabled,
         "Whether PJRTX_PROFILE names a trace file (read once)");
   m.def("profile_flush", &runtime::profile_flush,

@@ -129,7 +129,25 @@ void bind_plan(nb::module_& m) {
                        if (d[i]) out.push_back(static_cast<int64_t>(i));
                      return out;
                    })
-      .def("text", [](const compiler::Plan& p) { return compiler::print_plan(p); });
+      .def("text", [](const compiler::Plan& p) { return compiler::print_plan(p); })
+      .def(
+          "set_entry_shardings",
+          [](compiler::Plan& p, const std::vector<nb::bytes>& args,
+             const std::vector<nb::bytes>& results) {
+            compiler::Function& f = p.functions.at(static_cast<size_t>(p.entry));
+            if (args.size() != f.body.params.size() || results.size() != f.result_types.size())
+              invalid_argument("pjrtx: plan: @", f.name, " has ", f.body.params.size(),
+                               " arguments and ", f.result_types.size(),
+                               " results; got shardings for ", args.size(), " and ",
+                               results.size());
+            auto str = [](const nb::bytes& b) { return std::string(b.c_str(), b.size()); };
+            f.arg_shardings.clear();
+            f.result_shardings.clear();
+            for (const auto& b : args) f.arg_shardings.push_back(str(b));
+            for (const auto& b : results) f.result_shardings.push_back(str(b));
+          },
+          nb::arg("args"), nb::arg("results"),
+          "Serialized xla.OpSharding per entry argument and result (multi-device programs)");
 
   nb::class_<compiler::PlanBuilder>(m, "PlanBuilder")
       .def(nb::init<>())

@@ -242,25 +242,25 @@ BufferPtr Client::copy_buffer(const BufferPtr& src, Memory* memory) {
   }
   // Another device: its own storage (buffers of two devices never share it,
   // so donating one cannot touch the other), copied on the destination's
-  // executor once the source is ready (an unevaluated array belongs to the
-  // source device's thread and streams).
-  src->ready_event()->on_ready([use, out, &to](const ErrorPtr& err) {
-    if (err) {
-      out->ready_event()->set_error(err);
-      return;
-    }
-    to.post([use, out] {
-      try {
-        mx::array a = backend::copy_to_own_storage(use->buffer()->array_for_use());
-        out->set_array(a);
-        out->ready_event()->set_ready();
-      } catch (const Error& e) {
-        out->ready_event()->set_error(std::make_shared<const Error>(e));
-      } catch (const std::exception& e) {
-        out->ready_event()->set_error(std::make_shared<const Error>(
-            ErrorCode::kInternal, std::string("pjrtx: copy between devices: ") + e.what()));
+  // executor, in its order (work posted there later may read the copy),
+  // after waiting for the source (an unevaluated array belongs to the
+  // source device's thread and streams). The wait cannot deadlock: a run
+  // that produces `src` and spans the destination too was posted to both
+  // executors before this task.
+  to.post([use, out] {
+    try {
+      if (ErrorPtr err = use->buffer()->ready_event()->await()) {
+        out->ready_event()->set_error(err);
+        return;
       }
-    });
+      out->set_array(backend::copy_to_own_storage(use->buffer()->array_for_use()));
+      out->ready_event()->set_ready();
+    } catch (const Error& e) {
+      out->ready_event()->set_error(std::make_shared<const Error>(e));
+    } catch (const std::exception& e) {
+      out->ready_event()->set_error(std::make_shared<const Error>(
+          ErrorCode::kInternal, std::string("pjrtx: copy between devices: ") + e.what()));
+    }
   });
   return out;
 }

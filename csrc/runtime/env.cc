@@ -22,6 +22,11 @@ const std::vector<EnvVar>& env_vars() {
        "seconds a device waits in a collective for the other devices of its group before "
        "the run fails with DEADLINE_EXCEEDED (a device whose run failed wakes the others "
        "at once)"},
+      {"PJRTX_PARTITION", "auto",
+       "multi-device jit programs: auto (Shardy's partitioner from jaxlib where every op "
+       "is known to partition correctly, else every device runs the whole program on "
+       "gathered arguments), global (always the latter); shardy skips the screen and can "
+       "abort the process: tests only; read per compile"},
       {"PJRTX_TRACE", "0",
        "1: print one line per compile, host-to-device, execute and device-to-host event to stderr"},
       {"PJRTX_PROFILE", "",

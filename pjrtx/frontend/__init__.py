@@ -20,23 +20,72 @@ def __getattr__(name):
     raise AttributeError(f"module 'pjrtx.frontend' has no attribute {name!r}")
 
 
+def _num_partitions(module) -> int:
+    attrs = module.operation.attributes
+    if "mhlo.num_partitions" not in attrs:
+        return 1
+    from jaxlib.mlir import ir
+
+    return ir.IntegerAttr(attrs["mhlo.num_partitions"]).value
+
+
+def _partition(module, ext):
+    """A program for several devices (mhlo.num_partitions > 1) becomes the
+    program each device runs (pjrtx/frontend/partition.py); returns the
+    serialized xla.OpSharding of each entry argument and result, which the
+    executable reports to JAX, or None on one device."""
+    n = _num_partitions(module)
+    if n <= 1:
+        return None
+    from jax._src.lib import xla_client as xc
+    from jaxlib.mlir import ir
+
+    from pjrtx.frontend.partition import _main, localize
+
+    info = localize(module, n)
+    if ext.trace_enabled():
+        name = module.operation.attributes["sym_name"] if "sym_name" in module.operation.attributes else ""
+        why = f" ({info.reason})" if info.reason else ""
+        ext.trace_line(f"partition {str(name).strip(chr(34))}: {n} devices, {info.path} path{why}")
+    ftype = ir.FunctionType(ir.TypeAttr(_main(module).attributes["function_type"]).value)
+
+    def proto(vs, t):
+        try:
+            rank = ir.RankedTensorType(t).rank
+        except (TypeError, ValueError):  # a token
+            rank = 0
+        return xc.HloSharding.from_string(info.hlo_sharding(vs, rank)).to_proto().SerializeToString()
+
+    args = [proto(vs, t) for vs, t in zip(info.arg_shardings, ftype.inputs)]
+    results = [proto(vs, t) for vs, t in zip(info.result_shardings, ftype.results)]
+    return args, results
+
+
 def build_plan(code: bytes, format: str = "mlir", want_text: bool = False):
     """Returns (Plan, module text or None)."""
     from pjrtx._contract import load_extension
     from pjrtx.frontend.walker import build_plan_from_module
 
     ext = load_extension()
-    if not ext.profile_enabled():
-        with parse_module(code, format) as module:
-            text = str(module) if want_text else None
-            return build_plan_from_module(module), text
-    # PJRTX_PROFILE: the two frontend phases as events inside "compile".
-    t0 = ext.profile_now_us()
+    prof = ext.profile_enabled()
+    t0 = ext.profile_now_us() if prof else 0
     with parse_module(code, format) as module:
-        t1 = ext.profile_now_us()
-        ext.profile_event("compile", "parse StableHLO", t0, t1 - t0)
+        if prof:
+            t1 = ext.profile_now_us()
+            ext.profile_event("compile", "parse StableHLO", t0, t1 - t0)
         text = str(module) if want_text else None
-        t2 = ext.profile_now_us()
+        t2 = ext.profile_now_us() if prof else 0
+        shardings = _partition(module, ext)
+        if shardings is not None:
+            if prof:
+                t3 = ext.profile_now_us()
+                ext.profile_event("compile", "partition", t2, t3 - t2)
+                t2 = t3
+            if want_text:
+                text += "\n// after pjrtx's partitioning (the program each device runs):\n" + str(module)
         plan = build_plan_from_module(module)
-        ext.profile_event("compile", "build plan", t2, ext.profile_now_us() - t2)
+        if shardings is not None:
+            plan.set_entry_shardings(*shardings)
+        if prof:
+            ext.profile_event("compile", "build plan", t2, ext.profile_now_us() - t2)
         return plan, text

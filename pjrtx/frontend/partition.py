@@ -697,6 +697,8 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
     """
     n = int(num_partitions)
     force = force or os.environ.get("PJRTX_PARTITION") or None
+    if force not in (None, "auto", "global", "shardy"):
+        raise ValueError(f"pjrtx: PJRTX_PARTITION must be auto, global or shardy, got {force!r}")
     if n < 1:
         raise ValueError(f"pjrtx: num_partitions must be >= 1, got {n}")
     main = _main(module)
