@@ -187,6 +187,28 @@ def _(devs, x):
     return smap(lambda a: lax.pmax(a, "x"), m, P("x"), P())(put(x, m, "x"))
 
 
+@program("sm_pmax_pmin_bool_x4", lambda rng: (rng.random((8, 5)) < 0.3,))
+def _(devs, x):
+    # on bools pmax is "any" and pmin is "all"
+    m = mesh(devs, (4,), ("x",))
+    return smap(lambda a: (lax.pmax(a, "x"), lax.pmin(a, "x")), m, P("x"), (P(), P()))(put(x, m, "x"))
+
+
+@program("sm_psum_i8_wraps_x8", ints(8, 6, lo=-128, hi=128, dtype=np.int8))
+def _(devs, x):
+    # int8 sums of 8 terms overflow and wrap (two's complement, any order)
+    m = mesh(devs, (8,), ("x",))
+    return smap(lambda a: lax.psum(a, "x"), m, P("x"), P())(put(x, m, "x"))
+
+
+@program("sm_pmax_pmin_nan_x4", lambda rng: (np.where(rng.random((8, 6)) < 0.15, np.nan,
+                                                      rng.standard_normal((8, 6))).astype(np.float32),))
+def _(devs, x):
+    # a NaN on any device makes that element's max and min NaN
+    m = mesh(devs, (4,), ("x",))
+    return smap(lambda a: (lax.pmax(a, "x"), lax.pmin(a, "x")), m, P("x"), (P(), P()))(put(x, m, "x"))
+
+
 @program("sm_pmean_f32_x4", normal(8, 6), terms=5)  # 4 terms, then one division
 def _(devs, x):
     m = mesh(devs, (4,), ("x",))

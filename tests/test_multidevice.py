@@ -13,7 +13,7 @@ last stderr lines) and a fresh worker goes on with the rest.
 Knobs:
     PJRTX_BATTERY_BACKEND=cpu      run the pjrtx side on XLA:CPU too (checks the harness)
     PJRTX_BATTERY_PROGRAM=a,b      only these programs (or use -k)
-    PJRTX_BATTERY_TIMEOUT=120      seconds one program may take before it counts as hung
+    PJRTX_BATTERY_TIMEOUT=60       seconds one program may take before it counts as hung
 """
 from __future__ import annotations
 
@@ -33,14 +33,18 @@ import _multidevice_worker as worker
 
 WORKER = Path(__file__).with_name("_multidevice_worker.py")
 STARTUP_TIMEOUT = 180  # importing jax and creating 8 + 8 devices on a loaded 2-core machine
-MAX_RESTARTS = 8  # after this many crashes or hangs the rest are reported, not run
+# A crash costs a worker restart (seconds), a hang its whole timeout: after
+# this many of either, the programs left are reported as not run.
+MAX_CRASHES = 30
+MAX_HANGS = 3
 
 _only = [n for n in os.environ.get("PJRTX_BATTERY_PROGRAM", "").split(",") if n]
 NAMES = _only or list(worker.PROGRAMS)
 
 
 def _program_timeout() -> float:
-    return float(os.environ.get("PJRTX_BATTERY_TIMEOUT", "120"))
+    # the largest program compiles and runs in about a second on XLA:CPU
+    return float(os.environ.get("PJRTX_BATTERY_TIMEOUT", "60"))
 
 
 def _stderr_tail(path: Path, start: int, lines: int = 25) -> str:
@@ -78,26 +82,28 @@ def run_battery(names, env=None, timeout=None) -> dict:
            "setup_error": None, "unsupported": False}
     results = out["results"]
     remaining = list(names)
-    restarts = 0
+    died = {"crashed": 0, "hung": 0}
     with tempfile.TemporaryDirectory(prefix="pjrtx-battery-") as tmp:
         err_path = Path(tmp) / "stderr"
         while remaining:
-            if restarts > MAX_RESTARTS:
+            if died["crashed"] > MAX_CRASHES or died["hung"] > MAX_HANGS:
                 for n in remaining:
                     results[n] = {"ok": False, "messages": [
-                        f"not run: the worker crashed or hung {restarts} times before reaching it"]}
+                        f"not run: earlier programs crashed {died['crashed']} and hung "
+                        f"{died['hung']} times (the limits are {MAX_CRASHES} and {MAX_HANGS})"]}
                 break
             with open(err_path, "ab") as err:
                 status = _run_worker(remaining, env, err, err_path, timeout, results, out)
             if status == "setup":
                 break
-            restarts += status == "died"
+            if status in died:
+                died[status] += 1
     return out
 
 
 def _run_worker(remaining, env, err, err_path, timeout, results, out) -> str:
     """One worker over `remaining` (removing each program as it finishes).
-    Returns "done", "died" (crash or hang of a program) or "setup"."""
+    Returns "done", "crashed" or "hung" (a program killed it), or "setup"."""
     err_start = err.tell()
     proc = subprocess.Popen([sys.executable, str(WORKER), *remaining], stdout=subprocess.PIPE,
                             stderr=err, env=env, start_new_session=True)
@@ -127,7 +133,7 @@ def _run_worker(remaining, env, err, err_path, timeout, results, out) -> str:
                     f"(PJRTX_BATTERY_TIMEOUT); the worker was killed. Its last stderr:\n"
                     + _stderr_tail(err_path, err_start)]}
                 remaining.remove(current)
-                return "died"
+                return "hung"
             readable, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not readable:
                 continue
@@ -139,7 +145,7 @@ def _run_worker(remaining, env, err, err_path, timeout, results, out) -> str:
                         f"crashed: the worker {_describe_exit(rc)} while running program {current}. "
                         f"Its last stderr:\n" + _stderr_tail(err_path, err_start)]}
                     remaining.remove(current)
-                    return "died"
+                    return "crashed"
                 if remaining:
                     out["setup_error"] = out["setup_error"] or f"the worker {_describe_exit(rc)}"
                     fail_all(f"the battery worker {_describe_exit(rc)} "
