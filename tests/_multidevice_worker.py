@@ -129,11 +129,6 @@ def ints(*shape, lo=-50, hi=50, dtype=np.int32):
     return lambda rng: (rng.integers(lo, hi, shape).astype(dtype),)
 
 
-def fdtype(x):
-    """The float dtype of the run (float32, or float64 for the bound)."""
-    return x.dtype
-
-
 # --------------------------------------------------------------------------
 # shard_map collectives
 
