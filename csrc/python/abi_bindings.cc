@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pjrt/abi_layout.h"
+#include "pjrt/entry_points.h"
 #include "pjrt/c_api.h"
 #include "python/bindings.h"
 
@@ -63,6 +64,17 @@ void bind_abi(nb::module_& m) {
         return names;
       },
       "The 138 PJRT_Api function slots in table order.");
+  m.def(
+      "implemented_slots",
+      [] {
+        std::vector<std::string> names;
+#define PJRTX_SLOT_NAME(name) names.emplace_back(#name);
+        PJRTX_IMPLEMENTED_SLOTS(PJRTX_SLOT_NAME)
+#undef PJRTX_SLOT_NAME
+        return names;
+      },
+      "The PJRT slots pjrtx implements (without the PJRT_ prefix); every other slot is a "
+      "stub that returns UNIMPLEMENTED.");
   m.def("abi_enums", &enums_to_python,
         "Every PJRT enum we declare: {enum name: [(enumerator, value), ...]}.");
   m.def(

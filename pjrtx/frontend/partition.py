@@ -265,8 +265,20 @@ def inline_calls(module) -> int:
             call.erase()
             clone.erase()
             count += 1
+    # A composite names its decomposition by attribute, not by a call: keep
+    # those (and what they call), erase the other private callees.
+    keep = {"main"}
+    todo = [main]
+    while todo:
+        for o in _walk(todo.pop()):
+            ref = {"stablehlo.composite": "decomposition", "func.call": "callee"}.get(_op_name(o))
+            if ref and ref in o.attributes:
+                name = ir.FlatSymbolRefAttr(o.attributes[ref]).value
+                if name not in keep and name in funcs:
+                    keep.add(name)
+                    todo.append(funcs[name])
     for name, f in funcs.items():
-        if name != "main":
+        if name not in keep:
             vis = f.attributes["sym_visibility"].value if "sym_visibility" in f.attributes else "public"
             if vis == "private":
                 f.erase()
@@ -411,6 +423,24 @@ def _tag_user_collectives(main):
             o.attributes[_USER_TAG] = ir.UnitAttr.get()
 
 
+def _check_partial_sums(main):
+    """sdy-convert-global-to-local CHECK-fails (aborting the process) on a
+    dot_general with a sharded contraction unless its one user is the
+    all_reduce of its partial sums (convert_global_to_local.cc:1700): a
+    reduce_scatter, or the partial sums read elsewhere too, abort. Such
+    programs take the global path."""
+    for o in _walk(main):
+        if _op_name(o) not in ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
+            continue
+        for r in o.results:
+            users = [_op_name(u.owner) for u in r.uses]
+            partial = any(u in ("sdy.all_reduce", "sdy.reduce_scatter") for u in users)
+            sharding = str(o.attributes["sdy.sharding"]) if "sdy.sharding" in o.attributes else ""
+            if (partial or "unreduced" in sharding) and users != ["sdy.all_reduce"]:
+                raise ShardyUnsafe(f"{_op_name(o)} with a sharded contraction feeds {users} "
+                                   "(Shardy's converter aborts unless one all_reduce does)")
+
+
 def _check_inserted_collectives(main):
     for o in _walk(main):
         name = _op_name(o)
@@ -480,14 +510,18 @@ def _close_unannotated_args(main, mesh_name: str):
 
 def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
     main = _main(module)
-    if len(meshes) != 1:
-        raise ShardyUnsafe(f"{len(meshes)} meshes in the module")
-    mesh_name, mesh_attr = next(iter(meshes.items()))
+    # A mesh without axes (JAX's @empty_mesh for scalars outside a
+    # shard_map) only says "replicated"; Shardy reads it as such.
+    real = {k: m for k, m in meshes.items() if len(list(m.axes)) > 0}
+    if len(real) != 1:
+        raise ShardyUnsafe(f"{len(real)} meshes with axes in the module")
+    mesh_name, mesh_attr = next(iter(real.items()))
     axes, ids = _mesh_info(mesh_attr, n)
     _close_unannotated_args(main, mesh_name)
     _tag_user_collectives(main)
     passmanager.PassManager.parse(SHARDY_PIPELINE).run(module.operation)
     main = _main(module)
+    _check_partial_sums(main)
     args, _, _ = _read_shardings(main, meshes, "arg")
     results, _, _ = _read_shardings(main, meshes, "result")
     passmanager.PassManager.parse(LOCAL_PIPELINE).run(module.operation)
@@ -659,6 +693,10 @@ def _localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo
     used = (used_a | used_r)
     if None in used:
         raise ValueError("pjrtx: inline meshes in main's shardings are not supported")
+    used = {u for u in used if u is None or len(list(meshes[u].axes)) > 0}
+    # Meshes that differ only by name describe the same devices.
+    if len({_mesh_info(meshes[u], n) for u in used}) == 1:
+        used = {sorted(used)[0]}
     if len(used) > 1:
         raise ValueError(f"pjrtx: main's shardings use several meshes: {sorted(used)}")
     if used:
