@@ -124,6 +124,7 @@ def conformance(args) -> int:
                           file=sys.stderr)
     opts = runner.Options(jax_tests=jax_tests, files=files, jobs=args.jobs, shards=args.shards,
                           x64=args.x64, timeout=args.timeout, platform=args.platform,
+                          devices=args.devices,
                           strict_tags=args.strict_tags, split_above=args.split_above,
                           file_tags=selection.tags if have_exp else {},
                           durations=runner.read_durations(exp_dir / "durations.txt"))
@@ -137,6 +138,7 @@ def conformance(args) -> int:
         "# to plan the next run's order and splits\n" +
         "".join(f"{f} {sec:.0f}\n" for f, sec in sorted(file_seconds.items())))
     header = (f"jax {jax.__version__}, platform {args.platform}, x64={args.x64}, "
+              f"devices={args.devices}, "
               f"strict_tags={args.strict_tags}, "
               f"{time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s, command: "
               f"`python -m pjrtx conformance {' '.join(sys.argv[2:] if argv_is_cli() else [])}`")
@@ -172,6 +174,9 @@ def main(argv=None) -> int:
                    help="split a file whose last run (durations.txt) took longer than this many "
                         "seconds into shards of about this length (0: never)")
     c.add_argument("--x64", action="store_true", help="JAX_ENABLE_X64=1")
+    c.add_argument("--devices", type=int, default=8,
+                   help="devices of pjrtx (PJRTX_DEVICES) and of the XLA:CPU reference "
+                        "(--xla_force_host_platform_device_count); default 8")
     c.add_argument("--strict-tags", action="store_true",
                    help="tag the device only 'pjrtx' (upstream's own filter), not also 'cpu'/'gpu'")
     c.add_argument("--out", default="conformance-report", help="report folder")

@@ -24,7 +24,8 @@ for backend in ("pjrtx", "cpu"):
     dev = jax.local_devices(backend=backend)[0]
     y = jax.jit(lambda a: jnp.tanh(a) * 2 + a.sum())(jax.device_put(x, dev))
     out[backend] = np.asarray(y).tolist()
-out["process_index"] = jax.process_index()
+out["process_index"] = jax.process_index("cpu")
+out["pjrtx_process_index"] = jax.process_index("pjrtx")
 out["pjrtx_local_devices"] = len(jax.local_devices(backend="pjrtx"))
 # Stay joined for a moment: jaxlib's process-info watcher calls
 # PJRT_Client_UpdateGlobalProcessInfo on the plugin while processes live.

@@ -1,5 +1,6 @@
-"""Collectives, ids and tokens on pjrtx's one device: pmap/psum over a
-size-1 axis and programs that pass tokens, against XLA:CPU."""
+"""Collectives, ids and tokens on one pjrtx device: pmap/psum over a
+size-1 axis and programs that pass tokens, against XLA:CPU. (Several
+devices: tests/test_multidevice.py.)"""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +24,7 @@ def pmapped(device):
 def test_single_device_collectives_match_cpu():
     got = pmapped(jax.devices("pjrtx")[0])
     want = pmapped(jax.devices("cpu")[0])
+    assert len(got) == len(want) == 7
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
@@ -48,9 +50,10 @@ func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {
 
 
 def test_wider_replica_group_is_a_compile_error():
-    # A psum over two devices cannot run on one: refused when compiling,
-    # naming the op.
-    with pytest.raises(Exception, match=r"stablehlo.all_reduce.*group of 2 devices"):
+    # A psum over two replicas compiled for one device (no device
+    # assignment names a second): refused when compiling, naming the op.
+    with pytest.raises(Exception, match=r"stablehlo.all_reduce.*names id 1 but the program runs 1 "
+                                        r"replica"):
         run_mlir_on(jax.devices("pjrtx")[0], TWO_DEVICE_PSUM, np.ones(3, np.float32))
 
 
@@ -76,7 +79,7 @@ def test_collective_permute_reads_splat_pairs():
 
 
 def test_collective_permute_to_another_device_is_a_compile_error():
-    with pytest.raises(Exception, match=r"collective_permute.*pair \(0, 1\)"):
+    with pytest.raises(Exception, match=r"collective_permute.*pair \(0, 1\) names an id outside"):
         run_mlir_on(jax.devices("pjrtx")[0], _permute_module("dense<[[0, 1]]>", "tensor<1x2xi64>"),
                     np.ones(3, np.float32))
 

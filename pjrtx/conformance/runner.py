@@ -51,6 +51,10 @@ class Options:
     durations: dict = dataclasses.field(default_factory=dict)
     split_above: float = 300.0
     x64: bool = False
+    # Devices of the device under test (PJRTX_DEVICES) and of the XLA:CPU
+    # reference (--xla_force_host_platform_device_count): upstream's
+    # multi-device tests skip "for want of devices" with one.
+    devices: int = 8
     timeout: float = 300.0
     platform: str = "pjrtx"
     strict_tags: bool = False
@@ -79,6 +83,10 @@ def _child_env(opts: Options, file: str = "") -> dict:
     # for it explicitly as a reference.
     env["JAX_PLATFORMS"] = f"{opts.platform},cpu" if opts.platform != "cpu" else "cpu"
     env["PJRTX_CONFORMANCE_DUT"] = opts.platform
+    if opts.devices > 1:
+        env["PJRTX_DEVICES"] = str(opts.devices)
+        flag = f"--xla_force_host_platform_device_count={opts.devices}"
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flag).strip()
     if opts.x64:
         env["JAX_ENABLE_X64"] = "1"
     if opts.strict_tags:

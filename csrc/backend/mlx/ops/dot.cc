@@ -38,6 +38,10 @@ int64_t product(const compiler::Shape& s, const std::vector<int64_t>& dims) {
 }
 
 mx::array float_dot(const mx::array& a, const mx::array& b) {
+  // [B,M,K] x [B,K,N]. With K = 1 each result is one product: XLA:CPU
+  // rewrites such a dot to a multiply, so (-1) * (+0) is -0; a GEMM adds
+  // the product to a +0 accumulator and returns +0.
+  if (a.shape(-1) == 1) return mx::multiply(a, b);
   return mx::matmul(a, b);
 }
 
