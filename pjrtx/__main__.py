@@ -1,4 +1,6 @@
-"""``python -m pjrtx doctor``: versions, library path, MLX device, variables."""
+"""``python -m pjrtx doctor``: versions, library path, MLX device, variables;
+``conformance`` (upstream JAX tests) and ``compare`` (any pytest suite on
+pjrtx and on XLA:CPU)."""
 from __future__ import annotations
 
 import argparse
@@ -155,6 +157,38 @@ def conformance(args) -> int:
     return 0
 
 
+def compare(args, pytest_args) -> int:
+    from pathlib import Path
+
+    from pjrtx.compare import runner
+    from pjrtx.conformance import expectations
+
+    if not pytest_args or pytest_args[0] not in ("pytest", "py.test"):
+        print("pjrtx compare: give the pytest command after --: "
+              "python -m pjrtx compare [options] -- pytest ARGS", file=sys.stderr)
+        return 2
+    known = expectations.read_reasoned_ids(Path(args.check)) if args.check else None
+    out = Path(args.out)
+    s = runner.run(runner.Options(pytest_args=pytest_args[1:], out=out, timeout=args.timeout,
+                                  total_timeout=args.total_timeout, jobs=args.numprocesses))
+    for side, v in s["sides"].items():
+        t = v["totals"]
+        print(f"pjrtx compare: {runner.NAME[side]:<8} {t['passed']} passed, {t['failed']} failed, "
+              f"{t['error']} errors, {t['crash']} crashed, {t['timeout']} hung, "
+              f"{t['skipped']} skipped, {t[runner.NOT_RUN]} not run ({v['wall_s']:.0f} s; "
+              f"default backend {v['backend']})")
+    for line in s["pins"] + s["notes"]:
+        print(f"pjrtx compare: {line}")
+    print(f"pjrtx compare: {len(s['differences'])} tests differ; report: {out / 'report.md'}")
+    if known is None:
+        return 0
+    results = {side: [runner.Result(**r) for r in rs] for side, rs in s["results"].items()}
+    problems = runner.check(s["differences"], results, known, Path(args.check).name)
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
 def argv_is_cli() -> bool:
     return len(sys.argv) > 1 and sys.argv[1] == "conformance"
 
@@ -180,7 +214,27 @@ def main(argv=None) -> int:
                    help="exit 1 on an unlisted failure or a listed failure that now passes")
     c.add_argument("--expectations", default=None, help="folder with PIN, selection.txt, known_failures.txt")
     c.add_argument("--platform", default="pjrtx", help=argparse.SUPPRESS)
+    m = sub.add_parser("compare", help="run a pytest selection on pjrtx and on XLA:CPU and "
+                       "report the tests whose outcomes differ",
+                       usage="python -m pjrtx compare [options] -- pytest ARGS")
+    m.add_argument("--out", default="compare-report", help="report folder")
+    m.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds per test before it counts as hung")
+    m.add_argument("--total-timeout", type=float, default=None,
+                   help="seconds for each backend's whole run; tests not reached are 'not run'")
+    m.add_argument("--check", metavar="FILE", default=None,
+                   help="known differences (test ids under '# reason:' lines): exit 1 when an "
+                        "unlisted test differs or a listed one now matches XLA:CPU")
+    m.add_argument("-n", dest="numprocesses", type=int, default=0,
+                   help="pytest-xdist processes per run (where pytest-xdist is installed)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pytest_args = []
+    if "--" in argv:  # compare: everything after -- is the pytest command
+        i = argv.index("--")
+        argv, pytest_args = argv[:i], argv[i + 1:]
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        return compare(args, pytest_args)
     if args.command == "doctor":
         return doctor()
     if args.command == "conformance":

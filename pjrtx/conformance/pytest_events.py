@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import zlib
 
 import pytest
@@ -100,6 +101,8 @@ def pytest_runtest_makereport(item, call):
 
 
 _state: dict = {}
+# xdist starts a failure's text with the worker's platform line.
+_XDIST_HEADER = re.compile(r"^\[gw\d+\] .*\n", re.M)
 
 
 def pytest_runtest_logreport(report):
@@ -112,7 +115,7 @@ def pytest_runtest_logreport(report):
         state.update(outcome="skipped", error=first_line(reason).removeprefix("Skipped: "))
     elif report.failed and state["outcome"] != "failed":
         state.update(outcome="failed", error=getattr(report, "pjrtx_error", "") or
-                     first_line(getattr(report, "longreprtext", "")))
+                     first_line(_XDIST_HEADER.sub("", getattr(report, "longreprtext", ""))))
     # xdist reports a test whose worker died as one failed report with
     # when="???" ("worker 'gw0' crashed while running ..."), no teardown.
     if report.when not in ("setup", "call"):

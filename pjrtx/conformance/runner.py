@@ -227,15 +227,18 @@ def run_pytest(run: PytestRun) -> PytestRun:
                 elif killed_for == "timeout":
                     if now - t0 > run.timeout:
                         result(tid, TIMEOUT, run.timeout, f"no result after {run.timeout:.0f} s")
-                    # other tests that were running in parallel run again
-                    continue
+                    # (tests that ran beside it under xdist run again)
                 else:
                     # The process died (or was killed) inside this test.
                     code = proc.returncode
                     sig = (f"signal {-code} ({signal.Signals(-code).name})" if code < 0
                            else f"exit code {code}")
-                    tail = text.strip().splitlines()[-1:] or [""]
-                    result(tid, CRASH, now - t0, f"process died: {sig}; last output: {tail[0][:200]}")
+                    lines = text.strip().splitlines()
+                    # faulthandler's "Fatal Python error: Aborted" says more
+                    # than the module list it prints last.
+                    fatal = [l for l in lines if l.startswith("Fatal Python error")]
+                    tail = (fatal or lines or [""])[-1]
+                    result(tid, CRASH, now - t0, f"process died: {sig}; last output: {tail[:200]}")
                 if tid in results:
                     r = results[tid]
                     print(f"[{run.tag}] {tid}: {r.outcome.upper()} ({r.error})", file=run.log)
