@@ -14,7 +14,10 @@ def doctor() -> int:
     from pjrtx import env
     from pjrtx._contract import load_extension
 
-    ext = load_extension()
+    try:
+        ext = load_extension()
+    except ImportError as e:
+        return doctor_elsewhere(e)
 
     def version(dist):
         try:
@@ -55,6 +58,57 @@ def doctor() -> int:
     for v in env.variables():
         print(f"  {v.name:<16} = {v.value!r:<10} {v.description} (default {v.default!r})")
     return 0 if ok else 1
+
+
+def has_extension(package) -> bool:
+    import importlib.machinery
+
+    return any(any(package.glob(f"_pjrtx*{suffix}"))
+               for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def installed_package(source):
+    """A pjrtx package folder on sys.path, other than source, that holds a
+    built extension (the installed one), or None."""
+    from pathlib import Path
+
+    for entry in sys.path:
+        d = (Path(entry or ".") / "pjrtx").resolve()
+        if d != source and (d / "__init__.py").is_file() and has_extension(d):
+            return d
+    return None
+
+
+def doctor_elsewhere(error) -> int:
+    """`python -m pjrtx doctor` from a source checkout without a build: the
+    checkout's pjrtx/ (first on sys.path, as -m puts the current folder
+    there) shadows the installed package. Ask the installed one, whole (its
+    Python and its extension), from a folder with no pjrtx/ in it; without
+    one, the one line of what to do."""
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    import pjrtx
+
+    source = Path(pjrtx.__file__).resolve().parent
+    if has_extension(source):  # it has one that does not load: say why
+        print(error)
+        return 1
+    installed = installed_package(source)
+    if installed is None:
+        print(f"pjrtx: {source} has no built extension and no installed pjrtx has one: build it "
+              f"in place (README, Development) or pip install the checkout")
+        return 1
+    print(f"note       {source} has no built extension and shadows the installed pjrtx; "
+          f"this is the installed one, {installed}", flush=True)
+    env = dict(os.environ)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+             if p and (Path(p) / "pjrtx").resolve() != source]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    with tempfile.TemporaryDirectory() as elsewhere:
+        return subprocess.call([sys.executable, "-m", "pjrtx", "doctor"], cwd=elsewhere, env=env)
 
 
 def float32_line() -> str:
