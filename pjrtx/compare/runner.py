@@ -74,7 +74,10 @@ def side_env(side: str) -> dict:
 
 def run_side(opts: Options, side: str) -> tuple[PytestRun, float]:
     cmd = [sys.executable, "-m", "pytest", *opts.pytest_args,
-           "-p", "pjrtx.compare.pytest_plugin", "-p", "no:cacheprovider"]
+           "-p", "pjrtx.compare.pytest_plugin", "-p", "no:cacheprovider",
+           # a module that fails to import (on one side or both) costs its
+           # own tests, not the whole selection
+           "--continue-on-collection-errors"]
     if opts.jobs:
         cmd += ["-n", str(opts.jobs)]
     t0 = time.monotonic()

@@ -180,7 +180,7 @@ def run_pytest(run: PytestRun) -> PytestRun:
             output: list[bytes] = []
             reader = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)
             reader.start()
-            offset, seen_collection, xdist_crash = 0, False, False
+            offset, seen_collection, xdist_crash, broken = 0, False, False, []
             running: dict[str, float] = {}  # test id -> when it started
             killed_for = ""  # "timeout" or "deadline"
             while True:
@@ -194,6 +194,7 @@ def run_pytest(run: PytestRun) -> PytestRun:
                     elif kind == "start":
                         running[ev["id"]] = time.monotonic()
                     elif kind == "collect_error":
+                        broken.append(ev["id"])
                         result(ev["id"], ERROR, 0.0, f"collection error: {_error_line(ev)}")
                     elif kind == "end":
                         running.pop(ev["id"], None)
@@ -256,8 +257,12 @@ def run_pytest(run: PytestRun) -> PytestRun:
                 break
             died = killed_for or running or xdist_crash
             if not remaining or not died or len(results) == before:
-                for i in remaining:  # finished without reporting them: treat as crash
-                    result(i, CRASH, 0.0, "no result reported (process ended)")
+                for i in remaining:
+                    if broken:  # pytest stops before any test when collection fails
+                        result(i, ERROR, 0.0, f"not run: pytest stopped at a collection "
+                                              f"error ({broken[0]})")
+                    else:  # finished without reporting them: treat as crash
+                        result(i, CRASH, 0.0, "no result reported (process ended)")
                 break
             with open(deselect, "a") as f:
                 for i in results:
