@@ -1,4 +1,6 @@
-"""``python -m pjrtx doctor``: versions, library path, MLX device, variables."""
+"""``python -m pjrtx doctor``: versions, library path, MLX device, variables;
+``conformance`` (upstream JAX tests) and ``compare`` (any pytest suite on
+pjrtx and on XLA:CPU)."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +14,10 @@ def doctor() -> int:
     from pjrtx import env
     from pjrtx._contract import load_extension
 
-    ext = load_extension()
+    try:
+        ext = load_extension()
+    except ImportError as e:
+        return doctor_elsewhere(e)
 
     def version(dist):
         try:
@@ -53,6 +58,57 @@ def doctor() -> int:
     for v in env.variables():
         print(f"  {v.name:<16} = {v.value!r:<10} {v.description} (default {v.default!r})")
     return 0 if ok else 1
+
+
+def has_extension(package) -> bool:
+    import importlib.machinery
+
+    return any(any(package.glob(f"_pjrtx*{suffix}"))
+               for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def installed_package(source):
+    """A pjrtx package folder on sys.path, other than source, that holds a
+    built extension (the installed one), or None."""
+    from pathlib import Path
+
+    for entry in sys.path:
+        d = (Path(entry or ".") / "pjrtx").resolve()
+        if d != source and (d / "__init__.py").is_file() and has_extension(d):
+            return d
+    return None
+
+
+def doctor_elsewhere(error) -> int:
+    """`python -m pjrtx doctor` from a source checkout without a build: the
+    checkout's pjrtx/ (first on sys.path, as -m puts the current folder
+    there) shadows the installed package. Ask the installed one, whole (its
+    Python and its extension), from a folder with no pjrtx/ in it; without
+    one, the one line of what to do."""
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    import pjrtx
+
+    source = Path(pjrtx.__file__).resolve().parent
+    if has_extension(source):  # it has one that does not load: say why
+        print(error)
+        return 1
+    installed = installed_package(source)
+    if installed is None:
+        print(f"pjrtx: {source} has no built extension and no installed pjrtx has one: build it "
+              f"in place (README, Development) or pip install the checkout")
+        return 1
+    print(f"note       {source} has no built extension and shadows the installed pjrtx; "
+          f"this is the installed one, {installed}", flush=True)
+    env = dict(os.environ)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+             if p and (Path(p) / "pjrtx").resolve() != source]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    with tempfile.TemporaryDirectory() as elsewhere:
+        return subprocess.call([sys.executable, "-m", "pjrtx", "doctor"], cwd=elsewhere, env=env)
 
 
 def float32_line() -> str:
@@ -157,6 +213,38 @@ def conformance(args) -> int:
     return 0
 
 
+def compare(args, pytest_args) -> int:
+    from pathlib import Path
+
+    from pjrtx.compare import runner
+    from pjrtx.conformance import expectations
+
+    if not pytest_args or pytest_args[0] not in ("pytest", "py.test"):
+        print("pjrtx compare: give the pytest command after --: "
+              "python -m pjrtx compare [options] -- pytest ARGS", file=sys.stderr)
+        return 2
+    known = expectations.read_reasoned_ids(Path(args.check)) if args.check else None
+    out = Path(args.out)
+    s = runner.run(runner.Options(pytest_args=pytest_args[1:], out=out, timeout=args.timeout,
+                                  total_timeout=args.total_timeout, jobs=args.numprocesses))
+    for side, v in s["sides"].items():
+        t = v["totals"]
+        print(f"pjrtx compare: {runner.NAME[side]:<8} {t['passed']} passed, {t['failed']} failed, "
+              f"{t['error']} errors, {t['crash']} crashed, {t['timeout']} hung, "
+              f"{t['skipped']} skipped, {t[runner.NOT_RUN]} not run ({v['wall_s']:.0f} s; "
+              f"default backend {v['backend']})")
+    for line in s["pins"] + s["notes"]:
+        print(f"pjrtx compare: {line}")
+    print(f"pjrtx compare: {len(s['differences'])} tests differ; report: {out / 'report.md'}")
+    if known is None:
+        return 0
+    results = {side: [runner.Result(**r) for r in rs] for side, rs in s["results"].items()}
+    problems = runner.check(s["differences"], results, known, Path(args.check).name)
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
 def argv_is_cli() -> bool:
     return len(sys.argv) > 1 and sys.argv[1] == "conformance"
 
@@ -185,7 +273,27 @@ def main(argv=None) -> int:
                    help="exit 1 on an unlisted failure or a listed failure that now passes")
     c.add_argument("--expectations", default=None, help="folder with PIN, selection.txt, known_failures.txt")
     c.add_argument("--platform", default="pjrtx", help=argparse.SUPPRESS)
+    m = sub.add_parser("compare", help="run a pytest selection on pjrtx and on XLA:CPU and "
+                       "report the tests whose outcomes differ",
+                       usage="python -m pjrtx compare [options] -- pytest ARGS")
+    m.add_argument("--out", default="compare-report", help="report folder")
+    m.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds per test before it counts as hung")
+    m.add_argument("--total-timeout", type=float, default=None,
+                   help="seconds for each backend's whole run; tests not reached are 'not run'")
+    m.add_argument("--check", metavar="FILE", default=None,
+                   help="known differences (test ids under '# reason:' lines): exit 1 when an "
+                        "unlisted test differs or a listed one now matches XLA:CPU")
+    m.add_argument("-n", dest="numprocesses", type=int, default=0,
+                   help="pytest-xdist processes per run (where pytest-xdist is installed)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pytest_args = []
+    if "--" in argv:  # compare: everything after -- is the pytest command
+        i = argv.index("--")
+        argv, pytest_args = argv[:i], argv[i + 1:]
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        return compare(args, pytest_args)
     if args.command == "doctor":
         return doctor()
     if args.command == "conformance":

@@ -97,6 +97,42 @@ def test_doctor():
         assert line.group(3) == default
 
 
+def _source_copy(tmp_path):
+    """A copy of the source tree's pjrtx/ without a built extension."""
+    import shutil
+
+    shutil.copytree(Path(pjrtx.__file__).resolve().parent, tmp_path / "pjrtx",
+                    ignore=shutil.ignore_patterns("*.so", "*.dylib", "*.pyd", "__pycache__"))
+    return tmp_path
+
+
+def test_doctor_from_a_source_tree_without_a_build(tmp_path):
+    # `python -m pjrtx doctor` from the repository root: ./pjrtx shadows the
+    # installed package (here: the pjrtx this process imported).
+    src = _source_copy(tmp_path)
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PJRTX_")}
+    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PKG_PARENT), os.environ.get("PYTHONPATH")]))
+    p = subprocess.run([sys.executable, "-m", "pjrtx", "doctor"], cwd=src, env=e,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    first = p.stdout.splitlines()[0]
+    assert first.startswith(f"note       {src / 'pjrtx'} has no built extension"), first
+    lib = os.path.realpath(_pjrtx.__file__)
+    assert re.search(rf"^library\s+{re.escape(lib)}$", p.stdout, re.M), p.stdout
+
+
+def test_doctor_from_a_source_tree_with_nothing_installed(tmp_path):
+    # -S: no site-packages, so no installed pjrtx either: one line, what to do.
+    src = _source_copy(tmp_path)
+    e = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",) and not k.startswith("PJRTX_")}
+    p = subprocess.run([sys.executable, "-S", "-m", "pjrtx", "doctor"], cwd=src, env=e,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1
+    out = (p.stdout + p.stderr).strip()
+    assert out == (f"pjrtx: {src / 'pjrtx'} has no built extension and no installed pjrtx has "
+                   f"one: build it in place (README, Development) or pip install the checkout"), out
+
+
 @pytest.mark.parametrize("preset", [None, "0", "1", "junk"])
 def test_mlx_tf32_is_off_unless_the_user_chose(preset):
     # MLX runs float32 matmuls and convolutions on a GPU in TF32 unless

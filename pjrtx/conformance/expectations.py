@@ -85,10 +85,14 @@ def read_known_failures(d: Path, x64: bool = False) -> dict[str, str]:
     known_failures_x64.txt: with 64-bit types on, other tests run (and
     fail for other reasons, e.g. complex128), so neither list is a subset
     of the other."""
-    known, reason = {}, None
     path = d / ("known_failures_x64.txt" if x64 else "known_failures.txt")
-    if not path.exists():
-        return known
+    return read_reasoned_ids(path) if path.exists() else {}
+
+
+def read_reasoned_ids(path: Path) -> dict[str, str]:
+    """Test ids grouped under `# reason: ...` lines -> {id: reason} (other
+    `#` lines are comments); an id with no reason above it is an error."""
+    known, reason = {}, None
     for raw in path.read_text().splitlines():
         line = raw.strip()
         if line.startswith("# reason:"):

@@ -1,9 +1,9 @@
 """pytest plugin loaded into each upstream test file's process.
 
 It makes pjrtx the device under test the way JAX's harness reads it
-(jax_test_dut through jax.config), and streams one JSON line per event to
---pjrtx-events so the parent runner sees which test was running when a
-process crashed or hung.
+(jax_test_dut through jax.config). The runner loads pytest_events.py beside
+it, which streams one JSON line per event to --pjrtx-events so the parent
+runner sees which test was running when a process crashed or hung.
 """
 from __future__ import annotations
 
@@ -14,32 +14,14 @@ import json
 import os
 import re
 import sys
-import zlib
 from pathlib import Path
 
 import pytest
 
-_events = None
-
-
-def pytest_addoption(parser):
-    g = parser.getgroup("pjrtx")
-    g.addoption("--pjrtx-events", default=None, help="JSON-lines event file")
-    g.addoption("--pjrtx-deselect", default=None, help="file of test ids not to run")
-    g.addoption("--pjrtx-shard", default=None, help="i/n: run the ids that hash to shard i")
-
-
-def _emit(**event):
-    if _events is not None:
-        _events.write(json.dumps(event) + "\n")
-        _events.flush()  # the parent may read it after we crash
+from pjrtx.conformance.pytest_events import first_line
 
 
 def pytest_configure(config):
-    global _events
-    path = config.getoption("--pjrtx-events")
-    if path:
-        _events = open(path, "a", buffering=1)
     # The tests folder's parent is the upstream checkout (git clone of jax).
     sys.meta_path.append(CheckoutTestUtils(Path(config.rootpath).parent))
     import jax
@@ -152,47 +134,6 @@ def _harness_limitations_follow_tags(tags):
     th.Harness.filter = tagged_filter
 
 
-def pytest_collection_modifyitems(config, items):
-    skip = set()
-    path = config.getoption("--pjrtx-deselect")
-    if path and os.path.exists(path):
-        with open(path) as f:
-            skip = {line.strip() for line in f if line.strip()}
-    shard = config.getoption("--pjrtx-shard")
-    keep, drop = [], []
-    for item in items:
-        in_shard = True
-        if shard:
-            i, n = (int(x) for x in shard.split("/"))
-            in_shard = zlib.crc32(item.nodeid.encode()) % n == i
-        (keep if in_shard and item.nodeid not in skip else drop).append(item)
-    items[:] = keep
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-    _emit(event="collected", ids=[it.nodeid for it in keep])
-
-
-def pytest_collectreport(report):
-    # A module that fails to import (or a class that fails to build its
-    # parameters) still lets collection finish with the other items; without
-    # this the file would read 0 passed / 0 failed.
-    if report.failed:
-        _emit(event="collect_error", id=report.nodeid or "<collection>",
-              error=_first_line(getattr(report, "longreprtext", "") or str(report.longrepr)),
-              text=str(getattr(report, "longreprtext", ""))[-2000:])
-
-
-def pytest_runtest_logstart(nodeid, location):
-    _emit(event="start", id=nodeid)
-
-
-def _first_line(text: str) -> str:
-    for line in str(text).splitlines():
-        if line.strip():
-            return line.strip()[:500]
-    return ""
-
-
 # A test that asks JAX for an accelerator backend by name (jax.devices("gpu"))
 # on a machine without one fails with these messages. Upstream skips such
 # cases where it expects no GPU (`jax.default_backend() == "cpu"`), a check
@@ -208,27 +149,10 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is not None and report.failed:
-        report.pjrtx_error = _first_line(call.excinfo.exconly())
-        missing = _NO_BACKEND.match(report.pjrtx_error)
+        missing = _NO_BACKEND.match(first_line(call.excinfo.exconly()))
         if missing and call.when == "call":
             backend = missing.group("a") or missing.group("b")
             report.outcome = "skipped"
             report.longrepr = (str(item.path), item.location[1] or 0,
                                f"Skipped: hardware: the test asks for JAX's {backend} backend "
                                f"(jax.devices({backend!r})) and this machine has none")
-
-
-def pytest_runtest_logreport(report):
-    state = _state.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "error": ""})
-    state["duration"] += report.duration
-    if report.skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        state.update(outcome="skipped", error=_first_line(reason).removeprefix("Skipped: "))
-    elif report.failed and state["outcome"] != "failed":
-        state.update(outcome="failed", error=getattr(report, "pjrtx_error", "") or
-                     _first_line(getattr(report, "longreprtext", "")))
-    if report.when == "teardown":
-        _emit(event="end", id=report.nodeid, **_state.pop(report.nodeid))
-
-
-_state: dict = {}

@@ -11,6 +11,7 @@ import dataclasses
 import fnmatch
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -119,87 +120,164 @@ def _error_line(ev: dict) -> str:
 
 def run_unit(opts: Options, file: str, shard: tuple[int, int] | None) -> list[Result]:
     """Runs one file (or one shard of it) until every test has an outcome."""
-    results: dict[str, Result] = {}
     with tempfile.TemporaryDirectory(prefix="pjrtx-conf-") as tmp:
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text("[pytest]\n")
+        # -s: upstream's jtu.capture_stdout redirects file descriptor 1 and
+        # reads what print() wrote there; pytest's own capture would take
+        # sys.stdout first and the test would see nothing (it fails that
+        # way on XLA:CPU too). Output goes to the pipe run_pytest reads.
+        cmd = [sys.executable, "-m", "pytest", file, "-q", "-s",
+               "-p", "pjrtx.conformance.pytest_plugin", "-p", "no:cacheprovider",
+               "-c", str(ini), "--rootdir", str(opts.jax_tests),
+               "--confcutdir", str(opts.jax_tests), *opts.extra_pytest_args]
+        if shard:
+            cmd.append(f"--pjrtx-shard={shard[0]}/{shard[1]}")
+        run = run_pytest(PytestRun(cmd, opts.jax_tests, _child_env(opts, file), file=file,
+                                   timeout=opts.timeout, log=opts.log))
+    return run.results
+
+
+@dataclasses.dataclass
+class PytestRun:
+    """One pytest selection run to the end: cmd is the pytest command line;
+    run_pytest adds the events plugin and its options."""
+    cmd: list
+    cwd: Path
+    env: dict
+    file: str = ""  # Result.file of every result ("": the test id's file)
+    timeout: float = 300.0  # seconds one test may run before TIMEOUT
+    deadline: float | None = None  # time.monotonic() at which the whole run stops
+    log: object = sys.stderr
+    tag: str = "conformance"  # the prefix of the lines on log
+    output: Path | None = None  # a file to append pytest's output to
+    # filled by run_pytest:
+    results: list = dataclasses.field(default_factory=list)
+    collected: list = dataclasses.field(default_factory=list)
+    events: list = dataclasses.field(default_factory=list)  # events of other kinds
+    stopped: bool = False  # the deadline passed: tests in collected without a result did not run
+
+
+# xdist's report for a test whose worker process died (dsession.py).
+_XDIST_CRASH = re.compile(r"^worker '(\w+)' crashed while running")
+
+
+def run_pytest(run: PytestRun) -> PytestRun:
+    """Runs pytest until every collected test has an outcome: a test that
+    kills its process is a CRASH, one that runs past run.timeout a TIMEOUT,
+    and pytest starts again without the tests that have one."""
+    results: dict[str, Result] = {}
+    collected: dict[str, None] = {}
+
+    def result(tid, outcome, duration=0.0, error=""):
+        results[tid] = Result(tid, run.file or tid.split("::")[0], outcome, duration, error)
+
+    with tempfile.TemporaryDirectory(prefix="pjrtx-run-") as tmp:
         tmp = Path(tmp)
         deselect = tmp / "deselect.txt"
         deselect.touch()
-        ini = tmp / "pytest.ini"
-        ini.write_text("[pytest]\n")
         attempt = 0
         while True:
             attempt += 1
+            before = len(results)
             events_path = tmp / f"events{attempt}.jsonl"
-            # -s: upstream's jtu.capture_stdout redirects file descriptor 1 and
-            # reads what print() wrote there; pytest's own capture would take
-            # sys.stdout first and the test would see nothing (it fails that
-            # way on XLA:CPU too). Output goes to the pipe read below.
-            cmd = [sys.executable, "-m", "pytest", file, "-q", "-s", "-p",
-                   "pjrtx.conformance.pytest_plugin", "-p", "no:cacheprovider", "-c", str(ini), "--rootdir", str(opts.jax_tests),
-                   "--confcutdir", str(opts.jax_tests), f"--pjrtx-events={events_path}",
-                   f"--pjrtx-deselect={deselect}", *opts.extra_pytest_args]
-            if shard:
-                cmd.append(f"--pjrtx-shard={shard[0]}/{shard[1]}")
-            proc = subprocess.Popen(cmd, cwd=opts.jax_tests, env=_child_env(opts, file),
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            cmd = [*run.cmd, "-p", "pjrtx.conformance.pytest_events",
+                   f"--pjrtx-events={events_path}", f"--pjrtx-deselect={deselect}"]
+            proc = subprocess.Popen(cmd, cwd=run.cwd, env=run.env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
             output: list[bytes] = []
             reader = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)
             reader.start()
-            offset, current, started_at, collected = 0, None, 0.0, None
-            timed_out = False
+            offset, seen_collection, xdist_crash, broken = 0, False, False, []
+            running: dict[str, float] = {}  # test id -> when it started
+            killed_for = ""  # "timeout" or "deadline"
             while True:
                 done = proc.poll() is not None
                 events, offset = _read_events(events_path, offset)
                 for ev in events:
-                    if ev["event"] == "collected":
-                        collected = ev["ids"]
-                    elif ev["event"] == "start":
-                        current, started_at = ev["id"], time.monotonic()
-                    elif ev["event"] == "collect_error":
-                        cid = ev["id"]
-                        results[cid] = Result(cid, file, ERROR, 0.0,
-                                              f"collection error: {_error_line(ev)}")
-                    elif ev["event"] == "end":
-                        results[ev["id"]] = Result(ev["id"], file, ev["outcome"], ev["duration"], ev["error"])
-                        current = None
+                    kind = ev["event"]
+                    if kind == "collected":
+                        seen_collection = True
+                        collected.update(dict.fromkeys(ev["ids"]))
+                    elif kind == "start":
+                        running[ev["id"]] = time.monotonic()
+                    elif kind == "collect_error":
+                        broken.append(ev["id"])
+                        result(ev["id"], ERROR, 0.0, f"collection error: {_error_line(ev)}")
+                    elif kind == "end":
+                        running.pop(ev["id"], None)
+                        outcome, error = ev["outcome"], ev["error"]
+                        m = _XDIST_CRASH.match(error)
+                        if m and outcome == FAILED:
+                            outcome, error = CRASH, f"process died (xdist worker {m.group(1)})"
+                            xdist_crash = True
+                        result(ev["id"], outcome, ev["duration"], error)
+                    else:
+                        run.events.append(ev)
                 if done:
                     break
-                if current and time.monotonic() - started_at > opts.timeout:
+                now = time.monotonic()
+                late = [t for t, t0 in running.items() if now - t0 > run.timeout]
+                if late or (run.deadline is not None and now > run.deadline):
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-                    timed_out = True
+                    killed_for = "timeout" if late else "deadline"
                     break
                 time.sleep(0.2)
             reader.join(timeout=5)
-            if current is not None:
-                # The process died (or was killed) inside `current`.
-                if timed_out:
-                    res = Result(current, file, TIMEOUT, opts.timeout, f"no result after {opts.timeout:.0f} s")
+            text = b"".join(output).decode(errors="replace")
+            if run.output is not None:
+                with open(run.output, "a") as f:
+                    f.write(f"===== {' '.join(cmd)}\n{text}\n")
+            now = time.monotonic()
+            for tid, t0 in running.items():
+                if killed_for == "deadline":
+                    result(tid, TIMEOUT, now - t0, "no result when the run's total timeout ran out")
+                elif killed_for == "timeout":
+                    if now - t0 > run.timeout:
+                        result(tid, TIMEOUT, run.timeout, f"no result after {run.timeout:.0f} s")
+                    # (tests that ran beside it under xdist run again)
                 else:
+                    # The process died (or was killed) inside this test.
                     code = proc.returncode
-                    sig = f"signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exit code {code}"
-                    tail = b"".join(output).decode(errors="replace").strip().splitlines()[-1:] or [""]
-                    res = Result(current, file, CRASH, time.monotonic() - started_at,
-                                 f"process died: {sig}; last output: {tail[0][:200]}")
-                results[current] = res
-                print(f"[conformance] {current}: {res.outcome.upper()} ({res.error})", file=opts.log)
-            if collected is None:
+                    sig = (f"signal {-code} ({signal.Signals(-code).name})" if code < 0
+                           else f"exit code {code}")
+                    lines = text.strip().splitlines()
+                    # faulthandler's "Fatal Python error: Aborted" says more
+                    # than the module list it prints last.
+                    fatal = [l for l in lines if l.startswith("Fatal Python error")]
+                    tail = (fatal or lines or [""])[-1]
+                    result(tid, CRASH, now - t0, f"process died: {sig}; last output: {tail[:200]}")
+                if tid in results:
+                    r = results[tid]
+                    print(f"[{run.tag}] {tid}: {r.outcome.upper()} ({r.error})", file=run.log)
+            if not seen_collection and attempt == 1:
                 # pytest itself failed before collecting (bad arguments, a
-                # conftest that does not import): one error for the file.
-                text = b"".join(output).decode(errors="replace")
+                # conftest that does not import): one error for the run.
                 err = next((l for l in text.splitlines() if "Error" in l), text.strip()[-300:])
-                results.setdefault(file, Result(file, file, ERROR, 0.0, f"collection error: {err[:300]}"))
+                label = run.file or "<pytest>"
+                results.setdefault(label, Result(label, label, ERROR, 0.0,
+                                                 f"collection error: {err[:300]}"))
                 break
             remaining = [i for i in collected if i not in results]
-            if not remaining or (current is None and not timed_out):
-                for i in remaining:  # finished without reporting them: treat as crash
-                    results[i] = Result(i, file, CRASH, 0.0, "no result reported (process ended)")
+            if killed_for == "deadline":
+                run.stopped = bool(remaining)
+                break
+            died = killed_for or running or xdist_crash
+            if not remaining or not died or len(results) == before:
+                for i in remaining:
+                    if broken:  # pytest stops before any test when collection fails
+                        result(i, ERROR, 0.0, f"not run: pytest stopped at a collection "
+                                              f"error ({broken[0]})")
+                    else:  # finished without reporting them: treat as crash
+                        result(i, CRASH, 0.0, "no result reported (process ended)")
                 break
             with open(deselect, "a") as f:
                 for i in results:
                     f.write(i + "\n")
-    return list(results.values())
+    run.results = list(results.values())
+    run.collected = list(collected)
+    return run
 
 
 def plan_units(opts: Options) -> list[tuple[str, tuple[int, int] | None]]:
