@@ -1,5 +1,5 @@
 """Every PJRTX_* environment variable, from the one table in the extension
-(csrc/runtime/env.cc), with typed readers for the Python side."""
+(csrc/common/env.cc), with typed readers for the Python side."""
 from __future__ import annotations
 
 import os

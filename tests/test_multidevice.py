@@ -209,6 +209,17 @@ def battery(request, tmp_path_factory):
         return res
 
 
+# Programs pjrtx refuses today, with the clear error it must give (the
+# test fails when the refusal changes or the program starts to pass, so
+# the list stays true).
+REFUSED = {
+    # The argument lives on one mesh and the program asks for it on another
+    # with the devices in a different order: the global path gathers and
+    # slices over a single mesh.
+    "put_reshard_device_to_device_2d": r"main's shardings use several meshes",
+}
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_program(battery, name):
     if battery["unsupported"]:
@@ -216,6 +227,12 @@ def test_program(battery, name):
     r = battery["results"].get(name)
     assert r is not None, f"{name}: no result (the worker never reported it)"
     side = "XLA:CPU (oracle-vs-oracle mode)" if battery["backend"] == "cpu" else "pjrtx"
+    if name in REFUSED and battery["backend"] != "cpu":
+        import re
+        text = "\n".join(r["messages"])
+        assert not r["ok"], f"{name} now passes on pjrtx: drop it from REFUSED"
+        assert re.search(REFUSED[name], text), f"{name} failed otherwise than refused:\n{text}"
+        return
     assert r["ok"], f"{name} on {side} vs XLA:CPU:\n" + "\n".join(r["messages"])
 
 

@@ -1,6 +1,6 @@
 #include "compiler/builder.h"
 
-#include "compiler/error.h"
+#include "common/error.h"
 #include "compiler/verifier.h"
 
 namespace pjrtx::compiler {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::compiler {
 

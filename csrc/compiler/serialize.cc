@@ -3,7 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::compiler {
 

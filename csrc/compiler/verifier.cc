@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::compiler {
 

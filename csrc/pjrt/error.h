@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "compiler/error.h"
+#include "common/error.h"
 #include "pjrt/c_api.h"
 
 namespace pjrtx::pjrt {

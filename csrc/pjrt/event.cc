@@ -2,7 +2,7 @@
 #include "pjrt/entry_points.h"
 #include "pjrt/error.h"
 #include "pjrt/handles.h"
-#include "runtime/spin.h"
+#include "common/spin.h"
 
 namespace pjrtx::pjrt {
 
@@ -17,7 +17,7 @@ PJRT_Error* Event_Destroy(PJRT_Event_Destroy_Args* args) {
 // readiness (block_until_ready, is_ready(), a host read), and on "not yet"
 // registers OnReady and sleeps on a futex until our completion wakes it:
 // 15-25 us on a small VM, longer than a tiny call's own work. So a pending
-// event is polled for up to PJRTX_SPIN_US first (runtime/spin.h), as every
+// event is polled for up to PJRTX_SPIN_US first (common/spin.h), as every
 // other hand-off in pjrtx is; a long run still answers "not yet" after
 // that bounded poll.
 PJRT_Error* Event_IsReady(PJRT_Event_IsReady_Args* args) {
@@ -25,7 +25,7 @@ PJRT_Error* Event_IsReady(PJRT_Event_IsReady_Args* args) {
     PJRTX_CHECK_ARGS(Event_IsReady);
     runtime::Event& ev = *need(args->event, "event")->rt;
     args->is_ready = ev.is_ready() ||
-                     runtime::spin_until([&ev] { return ev.is_ready(); }, runtime::spin_us());
+                     spin_until([&ev] { return ev.is_ready(); }, spin_us());
   });
 }
 

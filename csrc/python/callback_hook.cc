@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "backend/mlx/host_callback.h"
-#include "compiler/error.h"
+#include "common/error.h"
 #include "python/bindings.h"
 
 namespace nb = nanobind;

@@ -4,7 +4,7 @@
 // so the hook takes the GIL for the parse only.
 #include <nanobind/stl/string.h>
 
-#include "compiler/error.h"
+#include "common/error.h"
 #include "python/bindings.h"
 #include "runtime/client.h"
 

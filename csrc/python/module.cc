@@ -19,9 +19,9 @@
 #include "compiler/dense_pool.h"
 #include "pjrt/entry_points.h"
 #include "python/bindings.h"
-#include "runtime/env.h"
-#include "runtime/profile.h"
-#include "runtime/trace.h"
+#include "common/env.h"
+#include "common/profile.h"
+#include "common/trace.h"
 
 #ifndef PJRTX_VERSION
 #define PJRTX_VERSION "dev"
@@ -34,7 +34,7 @@ NB_MODULE(_pjrtx, m) {
   m.attr("CONTRACT_VERSION") = python::kContractVersion;
   // PJRTX_PROFILE: start the trace clock at load and write the file at exit
   // even when the process compiles nothing.
-  runtime::profile_enabled();
+  profile_enabled();
   m.attr("__version__") = PJRTX_VERSION;
   m.def("mlx_version", &backend::mlx_version, "MLX version the extension runs with");
   m.def(
@@ -148,16 +148,16 @@ NB_MODULE(_pjrtx, m) {
       nb::arg("reset") = false,
       "primitives_evaluated() by MLX primitive name (Add, Compiled, Matmul, ...); reset=True "
       "starts it again at zero");
-  m.def("trace_enabled", &runtime::trace_enabled, "Whether PJRTX_TRACE is on (read once)");
+  m.def("trace_enabled", &trace_enabled, "Whether PJRTX_TRACE is on (read once)");
   m.def(
-      "trace_line", [](const std::string& line) { runtime::trace(line, 0, 0); }, nb::arg("line"),
+      "trace_line", [](const std::string& line) { trace(line, 0, 0); }, nb::arg("line"),
       "Writes one PJRTX_TRACE line (the frontend's partitioning choice)");
-  m.def("profile_enabled", &runtime::profile_enabled,
+  m.def("profile_enabled", &profile_enabled,
         "Whether PJRTX_PROFILE names a trace file (read once)");
-  m.def("profile_flush", &runtime::profile_flush,
+  m.def("profile_flush", &profile_flush,
         "Writes the PJRTX_PROFILE trace with every event so far (also done at exit); returns "
         "its path, or '' when profiling is off");
-  m.def("profile_now_us", &runtime::profile_now_us,
+  m.def("profile_now_us", &profile_now_us,
         "Microseconds on the PJRTX_PROFILE trace's clock");
   m.def(
       "profile_event",
@@ -170,7 +170,7 @@ NB_MODULE(_pjrtx, m) {
           std::lock_guard<std::mutex> lock(mu);
           c = cats.insert(cat).first->c_str();
         }
-        runtime::profile_event(c, name, start_us, dur_us);
+        profile_event(c, name, start_us, dur_us);
       },
       nb::arg("cat"), nb::arg("name"), nb::arg("start_us"), nb::arg("dur_us"),
       "Records one complete event on the calling thread in the PJRTX_PROFILE trace");
@@ -178,7 +178,7 @@ NB_MODULE(_pjrtx, m) {
       "env_vars",
       [] {
         std::vector<std::tuple<std::string, std::string, std::string>> out;
-        for (const auto& v : runtime::env_vars())
+        for (const auto& v : env_vars())
           out.emplace_back(v.name, v.default_value, v.description);
         return out;
       },

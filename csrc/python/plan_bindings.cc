@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "compiler/builder.h"
-#include "compiler/error.h"
+#include "common/error.h"
 #include "compiler/printer.h"
 #include "compiler/dense_pool.h"
 #include "python/bindings.h"

@@ -21,11 +21,11 @@
 #include "backend/mlx/transfer.h"
 #include "compiler/printer.h"
 #include "compiler/verifier.h"
-#include "runtime/env.h"
+#include "common/env.h"
 #include "runtime/executable.h"
-#include "runtime/profile.h"
+#include "common/profile.h"
 #include "runtime/sha256.h"
-#include "runtime/trace.h"
+#include "common/trace.h"
 
 #ifndef PJRTX_VERSION
 #define PJRTX_VERSION "dev"
@@ -120,7 +120,7 @@ Client::Client() {
   platform_version_ = std::string("pjrtx ") + pjrtx_version() + " (MLX " + backend::mlx_version() +
                       ", " + label + ")";
   std::string kind = "MLX " + choice.backend;
-  lower_options_.gpu = choice.device.type == mlx::core::Device::gpu;
+  lower_options_.gpu = choice.is_gpu();
   std::string f64 = env_string("PJRTX_F64");
   if (f64 != "cpu" && f64 != "error")
     invalid_argument("pjrtx: PJRTX_F64 must be 'cpu' or 'error', got '", f64, "'");

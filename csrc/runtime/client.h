@@ -35,7 +35,6 @@ class Memory {
   Memory(int id, MemoryKind kind, Device* device) : id_(id), kind_(kind), device_(device) {}
   int id() const { return id_; }
   std::string_view kind() const { return memory_kind_name(kind_); }
-  MemoryKind kind_enum() const { return kind_; }
   int kind_id() const { return static_cast<int>(kind_); }
   Device* device() const { return device_; }
   std::string debug_string() const;

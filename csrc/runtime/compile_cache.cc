@@ -4,7 +4,7 @@
 #include <cstring>
 #include <map>
 
-#include "compiler/error.h"
+#include "common/error.h"
 #include "compiler/serialize.h"
 #include "runtime/sha256.h"
 

@@ -1,19 +1,13 @@
 #include "runtime/event.h"
 
-#include "runtime/profile.h"
-#include "runtime/spin.h"
+#include "common/profile.h"
+#include "common/spin.h"
 
 namespace pjrtx::runtime {
 
 std::shared_ptr<Event> Event::ready() {
   auto e = create();
   e->set_ready();
-  return e;
-}
-
-std::shared_ptr<Event> Event::failed(ErrorPtr error) {
-  auto e = create();
-  e->set_error(std::move(error));
   return e;
 }
 

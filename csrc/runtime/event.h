@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::runtime {
 
@@ -22,7 +22,6 @@ class Event {
 
   static std::shared_ptr<Event> create() { return std::make_shared<Event>(); }
   static std::shared_ptr<Event> ready();
-  static std::shared_ptr<Event> failed(ErrorPtr error);
 
   void set_ready() { complete(nullptr); }
   void set_error(ErrorPtr error) { complete(std::move(error)); }

@@ -8,10 +8,10 @@
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 
-#include "runtime/env.h"
-#include "runtime/profile.h"
-#include "runtime/spin.h"
-#include "runtime/trace.h"
+#include "common/env.h"
+#include "common/profile.h"
+#include "common/spin.h"
+#include "common/trace.h"
 
 namespace pjrtx::runtime {
 
@@ -209,7 +209,7 @@ LoadedExecutable::Result LoadedExecutable::launch(
       {
         ProfileScope phase("execute", "eval dispatch");
         eval = backend::eval_async(pending);
-        if (executor->device().device == mlx::core::Device::cpu)
+        if (!executor->device().is_gpu())
           backend::keep_cpu_stream_warm(spin_us());
       }
       // Set now, ready later: the next call on this executor may read them

@@ -1,13 +1,12 @@
 #include "runtime/executor.h"
 
-#include <mlx/device.h>
 
 #include "backend/mlx/async_eval.h"
 #include "backend/mlx/device.h"
 #include "backend/mlx/host_callback.h"
-#include "compiler/error.h"
-#include "runtime/profile.h"
-#include "runtime/spin.h"
+#include "common/error.h"
+#include "common/profile.h"
+#include "common/spin.h"
 
 #include <cstdio>
 
@@ -90,9 +89,7 @@ void Executor::post(std::function<void()> task) {
 }
 
 void Executor::loop(int index) {
-  // MLX's default device is process-wide (its default streams are per
-  // thread): every executor of a client sets the same one.
-  mlx::core::set_default_device(device_->device);
+  backend::make_default(*device_);
   profile_thread_name(index == 0 ? std::string("pjrtx executor")
                                  : "pjrtx executor " + std::to_string(index));
   for (;;) {

@@ -65,7 +65,7 @@ class Executor {
   std::deque<std::function<void()>> tasks_;
   bool stop_ = false;
   // tasks_.size() (and stop_ as one more), readable without the lock: the
-  // executor polls it for a while before it blocks (runtime/spin.h).
+  // executor polls it for a while before it blocks (common/spin.h).
   std::atomic<int> pending_{0};
   std::thread thread_;
   std::mutex done_mu_;

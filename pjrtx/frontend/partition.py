@@ -77,7 +77,8 @@ _STRUCTURAL = {
 }
 SHARDY_SAFE_OPS = frozenset(
     {"stablehlo." + n for n in _ELEMENTWISE | _STRUCTURAL}
-    | {"func.return", "sdy.sharding_constraint", "sdy.reshard", "sdy.manual_computation"})
+    | {"func.return", "sdy.sharding_constraint", "sdy.reshard", "sdy.manual_computation",
+       "sdy.sharding_group"})
 # Ops whose regions are scalar computations (not partitioned; not screened).
 _SCALAR_BODY_OPS = {"stablehlo.reduce", "stablehlo.sort", "stablehlo.scatter",
                     "stablehlo.all_reduce", "stablehlo.reduce_scatter"}
@@ -441,6 +442,35 @@ def _check_partial_sums(main):
                                    "(Shardy's converter aborts unless one all_reduce does)")
 
 
+def _check_divisible(main, meshes):
+    """sdy-convert-global-to-local aborts the process on a value whose
+    sharded dimension does not divide by its axes (jax allows such
+    intermediates, e.g. with_sharding_constraint on 113003 elements over 2
+    devices; XLA pads them). Such programs take the global path."""
+    sizes_of = {k: dict(_mesh_info(m, 0)[0]) for k, m in meshes.items()}
+    for o in _walk(main):
+        if "sdy.sharding" not in o.attributes:
+            continue
+        try:
+            per_value = sdy.TensorShardingPerValueAttr(o.attributes["sdy.sharding"]).shardings
+        except (ValueError, TypeError):
+            continue
+        for r, attr in zip(o.results, per_value):
+            mesh_name, vs, _ = _parse_sharding(attr, meshes)
+            if vs is None or mesh_name not in sizes_of:
+                continue
+            try:
+                shape = ir.RankedTensorType(r.type).shape
+            except (ValueError, TypeError):
+                continue
+            sizes = sizes_of[mesh_name]
+            for dim, axes in zip(shape, vs.dims):
+                n = math.prod(_axis_ref_size(a, sizes) for a in axes)
+                if n > 1 and dim % n:
+                    raise ShardyUnsafe(f"{_op_name(o)} shards a dimension of {dim} over {n} "
+                                       "devices (uneven; Shardy's converter aborts)")
+
+
 def _check_inserted_collectives(main):
     for o in _walk(main):
         name = _op_name(o)
@@ -522,6 +552,7 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
     passmanager.PassManager.parse(SHARDY_PIPELINE).run(module.operation)
     main = _main(module)
     _check_partial_sums(main)
+    _check_divisible(main, meshes)
     args, _, _ = _read_shardings(main, meshes, "arg")
     results, _, _ = _read_shardings(main, meshes, "result")
     passmanager.PassManager.parse(LOCAL_PIPELINE).run(module.operation)
@@ -662,6 +693,8 @@ def _strip_sdy(module):
         name = _op_name(o)
         if name in ("sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier"):
             o.results[0].replace_all_uses_with(o.operands[0])
+            o.erase()
+        elif name == "sdy.sharding_group":  # shard_alike's hint: no results
             o.erase()
         elif name.startswith("sdy.") and name != "sdy.mesh":
             raise ValueError(f"pjrtx: {name} cannot run on the global path")

@@ -8,7 +8,7 @@
 #include <atomic>
 
 #include "backend/mlx/graph_stats.h"
-#include "runtime/spin.h"
+#include "common/spin.h"
 
 namespace pjrtx::backend {
 
@@ -41,12 +41,12 @@ PendingEval eval_async(const Arrays& arrays) {
 
 void eval_now(const Arrays& arrays) {
   note_eval(arrays);
-  const int64_t us = runtime::spin_us();
+  const int64_t us = spin_us();
   if (us > 0 && !arrays.empty()) {
     mx::async_eval(arrays);
     g_evaluations.fetch_add(1, std::memory_order_release);
     if (mx::default_device() == mx::Device::cpu) keep_cpu_stream_warm(us);
-    runtime::spin_until([&] { return all_available(arrays); }, us);
+    spin_until([&] { return all_available(arrays); }, us);
   }
   mx::eval(arrays);  // waits if still running, and reports MLX's errors
 }
@@ -61,7 +61,7 @@ void keep_cpu_stream_warm(int64_t us) {
     // (a graph of 100+ kernels would otherwise stall here until the
     // deadline).
     const int active = mx::scheduler::n_active_tasks();
-    runtime::spin_until([&] {
+    spin_until([&] {
       return g_evaluations.load(std::memory_order_acquire) != seen ||
              mx::scheduler::n_active_tasks() > active;
     }, us);

@@ -2,7 +2,7 @@
 
 #include <mlx/transforms.h>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

@@ -5,9 +5,11 @@
 #include <mlx/memory.h>
 #include <mlx/version.h>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
+
+void make_default(const DeviceChoice& d) { mx::set_default_device(d.device); }
 
 namespace {
 // MLX builds have one GPU back end: Metal on macOS, CUDA on Linux. Only the

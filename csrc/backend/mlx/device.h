@@ -14,7 +14,13 @@ namespace mx = mlx::core;
 struct DeviceChoice {
   mx::Device device{mx::Device::cpu};
   std::string backend;  // "Metal", "CUDA" or "CPU"
+  bool is_gpu() const { return device.type == mx::Device::gpu; }
 };
+
+// Makes `d` MLX's default device. MLX keeps the default device process-wide
+// (and default streams per thread): every executor of a client sets the
+// same one when it starts.
+void make_default(const DeviceChoice& d);
 
 // preference: "" or "auto" (best available), "gpu", "cpu". Throws
 // INVALID_ARGUMENT for other values or a GPU that is not there.

@@ -2,7 +2,7 @@
 
 #include <mlx/ops.h>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

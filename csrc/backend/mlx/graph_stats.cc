@@ -7,8 +7,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "runtime/profile.h"
-#include "runtime/trace.h"
+#include "common/profile.h"
+#include "common/trace.h"
 
 namespace pjrtx::backend {
 
@@ -21,7 +21,7 @@ std::map<std::string, int64_t> g_histogram;
 
 void set_count_primitives(bool on) { g_on = on; }
 
-bool counting_primitives() { return g_on || runtime::trace_enabled() || runtime::profile_enabled(); }
+bool counting_primitives() { return g_on || trace_enabled() || profile_enabled(); }
 
 void note_eval(const Arrays& outputs) {
   if (!counting_primitives()) return;

@@ -5,7 +5,7 @@
 #include <mlx/ops.h>
 #include <mlx/primitives.h>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

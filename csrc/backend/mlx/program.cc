@@ -7,7 +7,7 @@
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/widen.h"
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 
@@ -99,9 +99,12 @@ bool touches(const compiler::Plan& plan, const Instruction& inst, compiler::DTyp
   return false;
 }
 
-// MLX ops without an explicit stream use the default device's stream; the
-// executor thread is the only one building graphs, so switching the
-// (process-wide) default device around one kernel is safe.
+// MLX ops without an explicit stream use the default device's stream. The
+// default device is process-wide, so switching it around one kernel is safe
+// with one device; with several GPU devices (PJRTX_DEVICES) another
+// executor building a graph at that moment puts its ops on the CPU stream
+// too: slower, still correct (MLX fences between streams), and only where
+// f64 meets a GPU device.
 struct CpuDefaultDevice {
   mx::Device prev = mx::default_device();
   CpuDefaultDevice() { mx::set_default_device(mx::Device(mx::Device::cpu)); }
@@ -214,7 +217,6 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
                        return pure_function(f);
                      }));
     if (f64 && options_.gpu) {
-      ++cpu_stream_instructions_;
       k = [k = std::move(k)](RunState& st, const Arrays& in) {
         CpuDefaultDevice scope;
         return k(st, in);
@@ -451,7 +453,6 @@ std::shared_ptr<Program> Program::lower(std::shared_ptr<const compiler::Plan> pl
   Lowerer lowerer(*p->plan_, options);
   p->entry_ = lowerer.lower_function(p->plan_->entry_function().name);
   lowerer.release_unread_folds(*p->plan_);
-  p->cpu_stream_instructions_ = lowerer.cpu_stream_instructions();
   for (const auto& f : p->plan_->functions) p->calls_host_ |= region_calls_host(f.body);
   return p;
 }

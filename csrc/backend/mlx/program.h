@@ -43,7 +43,6 @@ class Lowerer {
   std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
   const std::map<compiler::ValueId, mx::array>& constants() const { return constants_; }
   const LowerOptions& options() const { return options_; }
-  int64_t cpu_stream_instructions() const { return cpu_stream_instructions_; }
   // After the whole program is lowered: drops the folded values that no
   // run reads (intermediates of constant chains), so they are not held.
   void release_unread_folds(const compiler::Plan& plan);
@@ -71,7 +70,6 @@ class Lowerer {
   std::map<std::string, std::shared_ptr<const RegionProgram>> functions_;
   std::set<std::string> in_progress_;
   std::map<std::string, bool> pure_;
-  int64_t cpu_stream_instructions_ = 0;
   bool parts_mode_ = false;  // lowering a region in the parts view
 };
 
@@ -81,9 +79,6 @@ class Program {
   // first instruction without a lowering.
   static std::shared_ptr<Program> lower(std::shared_ptr<const compiler::Plan> plan,
                                         const LowerOptions& options = {});
-  // How many instructions build their MLX ops on the CPU stream because they
-  // touch f64 on a GPU device (0 on a CPU device).
-  int64_t cpu_stream_instructions() const { return cpu_stream_instructions_; }
 
   // `effects` receives the run's side-effecting nodes, which the caller
   // evaluates together with the outputs (RunState::effects).
@@ -97,7 +92,6 @@ class Program {
  private:
   std::shared_ptr<const compiler::Plan> plan_;
   std::shared_ptr<const RegionProgram> entry_;
-  int64_t cpu_stream_instructions_ = 0;
   bool calls_host_ = false;
 };
 

@@ -16,7 +16,7 @@
 #include <set>
 
 #include "backend/mlx/registry.h"
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

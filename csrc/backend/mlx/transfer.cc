@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "backend/mlx/dtype.h"
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

@@ -22,7 +22,7 @@
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/host_kernel.h"
 #include "backend/mlx/ops/common.h"
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

@@ -22,7 +22,7 @@
 #include "backend/mlx/collective_run.h"
 #include "backend/mlx/ops/combiner.h"
 #include "backend/mlx/ops/common.h"
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

@@ -20,7 +20,7 @@
 #include "backend/mlx/complex128.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/transfer.h"
-#include "compiler/error.h"
+#include "common/error.h"
 
 namespace pjrtx::backend {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace pjrtx::runtime {
+namespace pjrtx {
 
 struct EnvVar {
   const char* name;
@@ -21,4 +21,4 @@ std::string env_string(const char* name);
 // "1", "true", "yes", "on" (any case) are true.
 bool env_flag(const char* name);
 
-}  // namespace pjrtx::runtime
+}  // namespace pjrtx

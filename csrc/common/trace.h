@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace pjrtx::runtime {
+namespace pjrtx {
 
 bool trace_enabled();
 void trace(const std::string& what, int64_t bytes, int64_t us,
@@ -26,4 +26,4 @@ class Stopwatch {
   std::chrono::steady_clock::time_point start_;
 };
 
-}  // namespace pjrtx::runtime
+}  // namespace pjrtx

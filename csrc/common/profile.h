@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace pjrtx::runtime {
+namespace pjrtx {
 
 // Read once at first use; when off every scope below costs this one check.
 bool profile_enabled();
@@ -69,4 +69,4 @@ class ProfileScope {
   std::vector<std::pair<std::string, std::string>> args_;
 };
 
-}  // namespace pjrtx::runtime
+}  // namespace pjrtx

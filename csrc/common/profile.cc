@@ -1,4 +1,4 @@
-#include "runtime/profile.h"
+#include "common/profile.h"
 
 #include <atomic>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <mutex>
 
-#include "runtime/env.h"
+#include "common/env.h"
 
 #ifdef _WIN32
 #include <process.h>
@@ -16,7 +16,7 @@
 #define PJRTX_GETPID getpid
 #endif
 
-namespace pjrtx::runtime {
+namespace pjrtx {
 
 namespace {
 
@@ -195,4 +195,4 @@ std::string profile_flush() {
   return p->path;
 }
 
-}  // namespace pjrtx::runtime
+}  // namespace pjrtx

@@ -1,11 +1,11 @@
-#include "runtime/trace.h"
+#include "common/trace.h"
 
 #include <cstdio>
 #include <mutex>
 
-#include "runtime/env.h"
+#include "common/env.h"
 
-namespace pjrtx::runtime {
+namespace pjrtx {
 
 bool trace_enabled() {
   // Read once: tracing is chosen at process start.
@@ -22,4 +22,4 @@ void trace(const std::string& what, int64_t bytes, int64_t us, const std::string
   std::fflush(stderr);
 }
 
-}  // namespace pjrtx::runtime
+}  // namespace pjrtx

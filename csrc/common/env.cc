@@ -1,14 +1,14 @@
-#include "runtime/env.h"
+#include "common/env.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 
-#include "compiler/error.h"
-#include "runtime/spin.h"
+#include "common/error.h"
+#include "common/spin.h"
 
-namespace pjrtx::runtime {
+namespace pjrtx {
 
 const std::vector<EnvVar>& env_vars() {
   static const std::vector<EnvVar> vars = {
@@ -91,4 +91,4 @@ bool env_flag(const char* name) {
   return v == "1" || v == "true" || v == "yes" || v == "on";
 }
 
-}  // namespace pjrtx::runtime
+}  // namespace pjrtx

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <thread>
 
-namespace pjrtx::runtime {
+namespace pjrtx {
 
 // Microseconds a waiter polls before it blocks: PJRTX_SPIN_US (0 blocks at
 // once). Read once.
@@ -33,4 +33,4 @@ bool spin_until(Pred&& ready, int64_t us) {
   }
 }
 
-}  // namespace pjrtx::runtime
+}  // namespace pjrtx
