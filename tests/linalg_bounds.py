@@ -62,6 +62,7 @@ def gepp_bound(a, dtype):
 
 
 def assert_rel(got, want, rel):
+    assert jax.tree.structure(got) == jax.tree.structure(want)  # zip drops no leaf
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         assert g.dtype == w.dtype and g.shape == w.shape
         err = np.linalg.norm((g - w).astype(np.complex128).ravel())

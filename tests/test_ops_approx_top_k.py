@@ -24,11 +24,12 @@ def distinct(shape, dtype, seed=0):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, jnp.bfloat16, np.float64])
 @pytest.mark.parametrize("is_max", [True, False])
 def test_top_k_each_dtype(dtype, is_max):
-    if dtype == np.float64 and not jax.config.jax_enable_x64:
-        pytest.skip("f64 needs JAX_ENABLE_X64")
-    x = distinct((6, 40), dtype)
-    op = lax.approx_max_k if is_max else lax.approx_min_k
-    assert_same(lambda x: op(x, 5), x)
+    # f64 runs with x64 on (otherwise JAX would narrow it to f32), not skipped.
+    with jax.enable_x64(dtype == np.float64):
+        x = distinct((6, 40), dtype)
+        op = lax.approx_max_k if is_max else lax.approx_min_k
+        got = assert_same(lambda x: op(x, 5), x)
+    assert got[0].dtype == dtype, got[0].dtype
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])

@@ -55,6 +55,7 @@ def same_bits(f, *args):
     """f on pjrtx equals f on XLA:CPU bit for bit (NaN payloads included)."""
     got = run_on(jax.devices("pjrtx")[0], f, *args)
     want = run_on(jax.devices("cpu")[0], f, *args)
+    assert jax.tree.structure(got) == jax.tree.structure(want)  # zip drops no leaf
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
         gb, wb = bytes_of(g), bytes_of(w)

@@ -22,7 +22,7 @@ def on(device, kind):
 def test_memories_match_xla_cpu(pjrtx_device, cpu_device):
     ours = pjrtx_device.addressable_memories()
     want = cpu_device.addressable_memories()
-    assert [m.kind for m in ours] == [m.kind for m in want]
+    assert [m.kind for m in ours] == [m.kind for m in want] == KINDS  # zip below drops none
     assert pjrtx_device.default_memory().kind == cpu_device.default_memory().kind == "device"
     assert pjrtx_device.default_memory() == ours[0]
     assert len({str(m) for m in ours}) == len(ours)  # distinct memories
@@ -201,5 +201,6 @@ def test_memory_kind_attributes_from_stablehlo(pjrtx_device, cpu_device):
         assert exe.get_output_memory_kinds() == [["pinned_host", "device"]]
         res = exe.execute([jax.device_put(x, dev)])
         outs[dev.platform] = [np.asarray(r) for r in res]
+    assert len(outs["pjrtx"]) == len(outs["cpu"]) == 2
     for g, w in zip(outs["pjrtx"], outs["cpu"]):
         np.testing.assert_array_equal(g, w)
