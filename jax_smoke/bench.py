@@ -14,6 +14,13 @@ pjrtx's outputs of one call are checked against XLA:CPU's (a normwise bound
 per workload); a mismatch exits non-zero. --quick shrinks every workload and
 the repeats, for tests. Native MLX uses the BLAS its wheel ships unless
 --mlx-blas pjrtx, which loads it the way pjrtx does (PJRTX_BLAS).
+
+Then the several-device rows (jax_smoke/_bench_multidevice.py; --only
+allreduce,dp_mlp selects just them): an all-reduce of 4 KiB to 64 MiB per
+device and a data-parallel MLP step over meshes of 1, 2, 4 and 8 devices, in
+a second set of processes started with 8 devices (pjrtx: PJRTX_DEVICES=8;
+XLA:CPU: --xla_force_host_platform_device_count=8), timed in the same
+interleaved rounds, beside native MLX copying the all-reduce's bytes.
 """
 from __future__ import annotations
 
