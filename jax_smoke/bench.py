@@ -417,7 +417,9 @@ def report_multi(workloads, res, args, out) -> bool:
               "copying k distinct S-byte arrays once each into fresh storage (mx.array(x), "
               "checked not to share x's storage), evaluated together: the same bytes at the "
               "unified-memory bandwidth bound; GB/s = 2*k*S / time, the bytes the math needs "
-              "(each of the k inputs read once, each of the k results written once)")
+              "(each of the k inputs read once, each of the k results written once); k=1: the "
+              "psum is the identity, which a backend may answer with its input buffer, moving "
+              "no bytes, so a k=1 GB/s is no bandwidth")
         print(f"{'row':20} {'k':>2} {'S':>6} {'pjrtx':>10} {'XLA:CPU':>10} {'MLX copy':>10} "
               f"{'/XLA':>6} {'(rounds)':>11} {'/copy':>6} {'GB/s pjrtx/XLA/copy':>20}  check")
         for w in ar:
