@@ -23,6 +23,9 @@ class Run:
     call: Callable[[], object]  # one call, synchronised; returns a pytree of arrays
     outputs: Callable[[], object] | None = None  # MLX: one call's unevaluated outputs
     units: int = 1  # MLX: evaluations per call (a Python loop of compiled steps)
+    # JAX: one call's outputs -> the NumPy arrays the numerics check compares
+    # (default: every output leaf, whole)
+    digest: Callable[[object], list] | None = None
 
 
 @dataclass
@@ -36,9 +39,10 @@ class Workload:
     # output: chained sums of length K err by gamma_K each (Higham 3.5).
     rel: Callable[[dict], float]
     sizes: dict
-    quick: dict
+    quick: dict | None  # None: not run with --quick
     unit: str = "ms"  # "ms" per call, or "tok/s"
     compile_time: bool = False  # measures jit(...).lower().compile()
+    group: str = ""  # a name --only accepts for several rows (e.g. "allreduce")
 
 
 def rng(seed=0):

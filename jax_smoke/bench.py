@@ -14,6 +14,13 @@ pjrtx's outputs of one call are checked against XLA:CPU's (a normwise bound
 per workload); a mismatch exits non-zero. --quick shrinks every workload and
 the repeats, for tests. Native MLX uses the BLAS its wheel ships unless
 --mlx-blas pjrtx, which loads it the way pjrtx does (PJRTX_BLAS).
+
+Then the several-device rows (jax_smoke/_bench_multidevice.py; --only
+allreduce,dp_mlp selects just them): an all-reduce of 4 KiB to 64 MiB per
+device and a data-parallel MLP step over meshes of 1, 2, 4 and 8 devices, in
+a second set of processes started with 8 devices (pjrtx: PJRTX_DEVICES=8;
+XLA:CPU: --xla_force_host_platform_device_count=8), timed in the same
+interleaved rounds, beside native MLX copying the all-reduce's bytes.
 """
 from __future__ import annotations
 
@@ -95,14 +102,16 @@ def child(backend: str, args) -> None:
             from pjrtx import jax_plugin
 
             jax_plugin.ensure_registered()
-        device = jax.devices(os.environ["JAX_PLATFORMS"])[0]
+        devices = jax.devices(os.environ["JAX_PLATFORMS"])
+        device = devices[0]
 
+    from _bench_multidevice import WORKLOADS as MULTI
     from _bench_workloads import WORKLOADS
 
     # Commands come one per line on stdin, answers go to stdout as one JSON
     # line each ("@@" marks them; libraries may print too). The parent times
     # the backends in turn, so every backend's samples interleave.
-    by_name = {w.name: w for w in WORKLOADS}
+    by_name = {w.name: w for w in WORKLOADS + MULTI}
     w = run = inner = None
 
     def reply(obj):
@@ -122,13 +131,18 @@ def child(backend: str, args) -> None:
             if backend == "mlx":
                 run = w.make_mlx(size)
             else:
-                size["device"] = device
+                size["device"], size["devices"] = device, devices
                 run = w.make_jax(size)
             if backend.startswith("pjrtx") and not w.compile_time and not args.quick:
                 # Steady state, as in a training loop: PJRTX_COMPILE=auto fuses a
                 # function's kernels from its 65th run (replays it from the 3rd).
+                # A call of a second or more (a 64 MiB all-reduce on 8 devices)
+                # is all memory traffic; its warm-up stops after 5 s.
+                t0 = time.perf_counter()
                 for _ in range(TIER_WARMUP_CALLS):
                     run.call()
+                    if time.perf_counter() - t0 > 5:
+                        break
             inner = calibrate(run.call, 0.01 if args.quick else 0.3)
             reply({"inner": inner})
         elif cmd == "sample":
@@ -147,7 +161,8 @@ def child(backend: str, args) -> None:
                 r["prims"] = run.units * count_mlx_graph(run.outputs(),
                                                          os.path.join(args.out, f"{w.name}.dot"))
             if backend != "mlx" and not w.compile_time:
-                leaves = jax.tree_util.tree_leaves(run.call())
+                out = run.call()
+                leaves = run.digest(out) if run.digest else jax.tree_util.tree_leaves(out)
                 np.savez(os.path.join(args.out, f"{args.child}_{w.name}.npz"),
                          *[np.asarray(v) for v in leaves])
             w = run = None
@@ -159,14 +174,14 @@ def child(backend: str, args) -> None:
 class Child:
     """One backend's process, driven line by line."""
 
-    def __init__(self, backend, args, out):
+    def __init__(self, backend, args, out, env=None):
         cmd = [sys.executable, os.path.abspath(__file__), "--child", backend, "--out", out,
                "--mlx-blas", args.mlx_blas]
         if args.quick:
             cmd.append("--quick")
         self.backend = backend
         self.p = subprocess.Popen(cmd, cwd=HERE, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True)
+                                  text=True, env={**os.environ, **(env or {})})
         self.hello = self.read()
 
     def read(self):
@@ -286,26 +301,53 @@ def main() -> int:
         child(args.child, args)
         return 0
 
+    from _bench_multidevice import WORKLOADS as MULTI, env_for
     from _bench_workloads import WORKLOADS
 
+    def chosen(w):
+        return ((not args.only or w.name in args.only or w.group in args.only)
+                and not (args.quick and w.quick is None))
+
+    single = [w for w in WORKLOADS if chosen(w)]
+    multi = [w for w in MULTI if chosen(w)]
     # pjrtx sets MLX_ENABLE_TF32=0 (full float32 matmuls on a GPU) unless the
     # user chose; native MLX gets the same setting, so both run the same math.
     os.environ.setdefault("MLX_ENABLE_TF32", "0")
     out = tempfile.mkdtemp(prefix="pjrtx_bench_")
     backends = BACKENDS if args.reference_blas else BACKENDS[:3]
-    workloads = [w for w in WORKLOADS if not args.only or w.name in args.only]
-    children = []
+    res = mres = None
     try:
-        for b in backends:
-            children.append(Child(b, args, out))
-        res = interleaved(children, workloads, args.repeats)
+        if single:
+            res = section(backends, single, args, out, lambda b: {})
+        if multi:
+            # Processes of their own: the device count is fixed when JAX starts,
+            # and the single-device rows keep running on one-device processes.
+            mres = section(BACKENDS[:3], multi, args, out, env_for)
     except RuntimeError as e:
         print(f"bench: {e}")
         return 1
+
+    failed = False
+    if single:
+        failed |= report_single(single, res, args, out)
+    if multi:
+        failed |= report_multi(multi, mres, args, out)
+    print(f"bench: {'FAILED numerics check' if failed else 'all outputs match XLA:CPU'}")
+    return 1 if failed else 0
+
+
+def section(backends, workloads, args, out, env_of) -> dict:
+    children = []
+    try:
+        for b in backends:
+            children.append(Child(b, args, out, env_of(b)))
+        return interleaved(children, workloads, args.repeats)
     finally:
         for c in children:
             c.close()
 
+
+def report_single(workloads, res, args, out) -> bool:
     import platform
 
     print(f"pjrtx bench, {time.strftime('%Y-%m-%d %H:%M')} UTC, {platform.machine()} "
@@ -318,9 +360,7 @@ def main() -> int:
             f"{'GFLOP/s pjrtx/MLX/XLA':>22} {'prims pjrtx/MLX':>16}  check")
     print(head)
     failed = False
-    for w in WORKLOADS:
-        if args.only and w.name not in args.only:
-            continue
+    for w in workloads:
         size = w.quick if args.quick else w.sizes
         t = {b: res[b].get(w.name, {}).get("median_s") for b in BACKENDS[:3]}
         ratio = lambda o: f"{t['pjrtx'] / t[o]:.2f}" if t[o] else "-"  # noqa: E731
@@ -330,9 +370,7 @@ def main() -> int:
             gf = "/".join(f"{fl / t[b] / 1e9:.1f}" if t[b] else "-" for b in BACKENDS[:3])
         # pjrtx / MLX within each round: the spread says how far to trust
         # the ratio of medians.
-        pairs = [a / b for a, b in zip(res["pjrtx"].get(w.name, {}).get("samples", []),
-                                       res["mlx"].get(w.name, {}).get("samples", []))]
-        spread = f"{min(pairs):.2f}-{max(pairs):.2f}" if pairs else "-"
+        spread = round_spread(res, w, "mlx")
         prims = "/".join(str(res[b].get(w.name, {}).get("prims", "-")) for b in ("pjrtx", "mlx"))
         ok = "-" if w.compile_time else check(w, size, out)
         failed |= ok.startswith("FAIL")
@@ -341,22 +379,80 @@ def main() -> int:
               f"{prims:>16}  {ok}")
     print("ratios are time pjrtx / time other (below 1: pjrtx faster); (rounds): lowest and "
           "highest pjrtx / MLX within one round; rows: "
-          + "; ".join(f"{w.name} = {w.title}" for w in WORKLOADS
-                      if not args.only or w.name in args.only))
+          + "; ".join(f"{w.name} = {w.title}" for w in workloads))
     if args.reference_blas:
         print("pjrtx with PJRTX_BLAS=reference (MLX's bundled netlib BLAS), same run:")
-        for w in WORKLOADS:
-            if args.only and w.name not in args.only:
-                continue
+        for w in workloads:
             t, r = res["pjrtx"].get(w.name, {}).get("median_s"), res["pjrtx_ref"].get(w.name, {})
             if t and r.get("median_s"):
                 gf = f", {w.flops(w.quick if args.quick else w.sizes) / r['median_s'] / 1e9:.1f} " \
                      "GFLOP/s" if w.flops else ""
                 print(f"  {w.name:10} {fmt_time(r['median_s'], w.unit):>13}{gf}; OpenBLAS speed-up "
                       f"{r['median_s'] / t:.2f}x; check {check(w, w.quick if args.quick else w.sizes, out, 'pjrtx_ref')}")
-    print(f"bench: {'FAILED numerics check' if failed else 'all outputs match XLA:CPU'}")
-    return 1 if failed else 0
+    return failed
 
+
+def round_spread(res, w, other) -> str:
+    """Lowest and highest pjrtx / other within one round."""
+    pairs = [a / b for a, b in zip(res["pjrtx"].get(w.name, {}).get("samples", []),
+                                   res[other].get(w.name, {}).get("samples", []))]
+    return f"{min(pairs):.2f}-{max(pairs):.2f}" if pairs else "-"
+
+
+def report_multi(workloads, res, args, out) -> bool:
+    from _bench_multidevice import DEVICES, allreduce_bytes, fmt_bytes
+
+    print(f"several devices, {time.strftime('%Y-%m-%d %H:%M')} UTC, load "
+          f"{os.getloadavg()[0]:.1f}: pjrtx with PJRTX_DEVICES={DEVICES} and XLA:CPU with "
+          f"--xla_force_host_platform_device_count={DEVICES}, each in its own process; a row's "
+          f"mesh is the first k devices; median of {args.repeats} samples per backend, taken "
+          f"in interleaved rounds{' (quick sizes)' if args.quick else ''}")
+    failed = False
+    t = lambda b, w: res[b].get(w.name, {}).get("median_s")  # noqa: E731
+    ratio = lambda w, o: f"{t('pjrtx', w) / t(o, w):.2f}" if t(o, w) else "-"  # noqa: E731
+    ar = [w for w in workloads if w.group == "allreduce"]
+    if ar:
+        print("allreduce = jit(shard_map(lambda a: lax.psum(a, 'x'))) of S bytes of float32 on "
+              "each of k devices, per call incl. block_until_ready; MLX copy = native mlx.core "
+              "copying k distinct S-byte arrays once each into fresh storage (mx.array(x), "
+              "checked not to share x's storage), evaluated together: the same bytes at the "
+              "unified-memory bandwidth bound; GB/s = 2*k*S / time, the bytes the math needs "
+              "(each of the k inputs read once, each of the k results written once); k=1: the "
+              "psum is the identity, which a backend may answer with its input buffer, moving "
+              "no bytes, so a k=1 GB/s is no bandwidth")
+        print(f"{'row':20} {'k':>2} {'S':>6} {'pjrtx':>10} {'XLA:CPU':>10} {'MLX copy':>10} "
+              f"{'/XLA':>6} {'(rounds)':>11} {'/copy':>6} {'GB/s pjrtx/XLA/copy':>20}  check")
+        for w in ar:
+            size = w.quick if args.quick else w.sizes
+            gbs = "/".join(f"{allreduce_bytes(size) / t(b, w) / 1e9:.1f}" if t(b, w) else "-"
+                           for b in BACKENDS[:3])
+            ok = check(w, size, out)
+            failed |= ok.startswith("FAIL")
+            print(f"{w.name:20} {size['k']:>2} {fmt_bytes(size['bytes']):>6} "
+                  f"{fmt_time(t('pjrtx', w), 'ms'):>10} {fmt_time(t('xla', w), 'ms'):>10} "
+                  f"{fmt_time(t('mlx', w), 'ms'):>10} {ratio(w, 'xla'):>6} "
+                  f"{round_spread(res, w, 'xla'):>11} {ratio(w, 'mlx'):>6} {gbs:>20}  {ok}")
+    dp = [w for w in workloads if w.group == "dp_mlp"]
+    if dp:
+        d = (dp[0].quick if args.quick else dp[0].sizes)["dims"]
+        print(f"dp_mlp = MLP {'-'.join(map(str, d))} SGD step, batch (per device) * k sharded over "
+              "k devices by jit with NamedSharding (parameters replicated; the partitioner "
+              "all-reduces the gradients), per step incl. block_until_ready; checked against "
+              "XLA:CPU on every device's copy of the parameters and loss")
+        print(f"{'row':20} {'k':>2} {'batch':>6} {'pjrtx':>10} {'XLA:CPU':>10} {'/XLA':>6} "
+              f"{'(rounds)':>11} {'GFLOP/s pjrtx/XLA':>18}  check")
+        for w in dp:
+            size = w.quick if args.quick else w.sizes
+            gf = "/".join(f"{w.flops(size) / t(b, w) / 1e9:.1f}" if t(b, w) else "-"
+                          for b in ("pjrtx", "xla"))
+            ok = check(w, size, out)
+            failed |= ok.startswith("FAIL")
+            print(f"{w.name:20} {size['k']:>2} {size['batch']:>6} "
+                  f"{fmt_time(t('pjrtx', w), 'ms'):>10} {fmt_time(t('xla', w), 'ms'):>10} "
+                  f"{ratio(w, 'xla'):>6} {round_spread(res, w, 'xla'):>11} {gf:>18}  {ok}")
+    print("ratios are time pjrtx / time other (below 1: pjrtx faster); (rounds): lowest and "
+          "highest pjrtx / XLA:CPU within one round")
+    return failed
 
 if __name__ == "__main__":
     sys.exit(main())
