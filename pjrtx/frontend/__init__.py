@@ -37,10 +37,9 @@ def _partition(module, ext):
     n = _num_partitions(module)
     if n <= 1:
         return None
-    from jax._src.lib import xla_client as xc
     from jaxlib.mlir import ir
 
-    from pjrtx.frontend.partition import _main, localize
+    from pjrtx.frontend.partition import _main, localize, op_sharding_proto
 
     info = localize(module, n)
     if ext.trace_enabled():
@@ -54,7 +53,7 @@ def _partition(module, ext):
             rank = ir.RankedTensorType(t).rank
         except (TypeError, ValueError):  # a token
             rank = 0
-        return xc.HloSharding.from_string(info.hlo_sharding(vs, rank)).to_proto().SerializeToString()
+        return op_sharding_proto(info, vs, rank)
 
     args = [proto(vs, t) for vs, t in zip(info.arg_shardings, ftype.inputs)]
     results = [proto(vs, t) for vs, t in zip(info.result_shardings, ftype.results)]

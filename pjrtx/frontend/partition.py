@@ -99,6 +99,9 @@ class ValueSharding:
     A value not split over any axis is reported as None, not as a ValueSharding.
     """
     dims: tuple[tuple[str, ...], ...]
+    # Axes over which the devices hold partial sums of the value (JAX's
+    # explicit-sharding `unreduced`): the value is their sum.
+    unreduced: tuple[str, ...] = ()
 
     def tile_counts(self, mesh_axes) -> tuple[int, ...]:
         sizes = dict(mesh_axes)
@@ -145,6 +148,51 @@ class PartitionInfo:
         devs = ",".join(str(int(v)) for v in table.reshape(-1))
         suffix = " last_tile_dim_replicate" if rep > 1 else ""
         return "{devices=[%s]%s%s}" % (",".join(map(str, shape)), devs, suffix)
+
+
+def op_sharding_proto(info, sharding, rank: int) -> bytes:
+    """The serialized xla.OpSharding JAX reads back for a value: the tiles of
+    hlo_sharding(), with an UNREDUCED subgroup for unreduced axes (as XLA
+    reports them)."""
+    from jax._src.lib import xla_client as xc
+
+    if sharding is None or not sharding.unreduced:
+        return xc.HloSharding.from_string(info.hlo_sharding(sharding, rank)).to_proto() \
+            .SerializeToString()
+    sizes = dict(info.mesh_axes)
+    tiles = sharding.tile_counts(info.mesh_axes)
+    n_unr = math.prod(_axis_ref_size(a, sizes) for a in sharding.unreduced)
+    if all(t == 1 for t in tiles) and n_unr == info.num_partitions:
+        return xc.HloSharding.unreduced().to_proto().SerializeToString()
+    rep = info.num_partitions // (math.prod(tiles) * n_unr)
+    table = np.full(tiles + (n_unr, rep), -1, np.int64)
+    fill = {}
+    coords = _coords_of_partition(info.mesh_axes, info.device_ids)
+    for pos in range(info.num_partitions):
+        p = info.device_ids[pos]
+        idx = tuple(_dim_index(d, coords[p], info.mesh_axes) for d in sharding.dims)
+        idx += (_dim_index(sharding.unreduced, coords[p], info.mesh_axes),)
+        k = fill.get(idx, 0)
+        fill[idx] = k + 1
+        table[idx + (k,)] = p
+    types = [xc.OpSharding.Type.UNREDUCED]
+    if rep > 1:
+        types.append(xc.OpSharding.Type.REPLICATED)
+    else:
+        table = table.reshape(table.shape[:-1])
+    return xc.HloSharding.subgroup_with_device_ordering(table, types).to_proto() \
+        .SerializeToString()
+
+
+def _zero_text(element_type) -> str:
+    t = str(element_type)
+    if t == "i1":
+        return "false"
+    if t.startswith("complex"):
+        return "(0.000000e+00,0.000000e+00)"
+    if t.startswith(("i", "ui", "si")):
+        return "0"
+    return "0.000000e+00"
 
 
 class ShardyUnsafe(Exception):
@@ -322,8 +370,9 @@ def _parse_sharding(attr, meshes):
         mesh_name = None  # an inline #sdy.mesh<...>
     dims = tuple(tuple(_axis_ref_str(a) for a in sdy.DimensionShardingAttr(d).axes)
                  for d in s.dimension_shardings)
-    vs = ValueSharding(dims) if any(dims) else None
-    return mesh_name, vs, len(list(s.unreduced_axes)) > 0
+    unreduced = tuple(_axis_ref_str(a) for a in s.unreduced_axes)
+    vs = ValueSharding(dims, unreduced) if any(dims) or unreduced else None
+    return mesh_name, vs, bool(unreduced)
 
 
 def _read_shardings(func, meshes, which: str) -> tuple[list, set, bool]:
@@ -634,6 +683,22 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
                     f"channel_handle = #stablehlo.channel_handle<handle = {next(handle)}, type = 1>, "
                     f"replica_groups = {gtext}, use_global_device_ids}}> : ({cur_t}) -> {nt}")
                 cur, cur_t = nxt, nt
+        if vs is not None and vs.unreduced and _is_ranked(t):
+            # Each device holds a partial sum: the value is their sum.
+            et = ir.RankedTensorType(t).element_type
+            g = np.array(_groups_for_dim(vs.unreduced, axes, ids), np.int64)
+            gtext = "dense<%s> : tensor<%dx%dxi64>" % (
+                str(g.tolist()).replace(" ", ""), g.shape[0], g.shape[1])
+            nxt = f"%u{i}"
+            lines.append(
+                f'{nxt} = "stablehlo.all_reduce"({cur}) <{{channel_handle = '
+                f"#stablehlo.channel_handle<handle = {next(handle)}, type = 1>, "
+                f"replica_groups = {gtext}, use_global_device_ids}}> ({{\n"
+                f"    ^bb0(%p{i}: tensor<{et}>, %q{i}: tensor<{et}>):\n"
+                f"      %s{i} = stablehlo.add %p{i}, %q{i} : tensor<{et}>\n"
+                f"      stablehlo.return %s{i} : tensor<{et}>\n"
+                f"    }}) : ({cur_t}) -> {cur_t}")
+            cur = nxt
         call_args.append(cur)
     in_types = ", ".join(str(t) for t in ftype.inputs)
     out_types = ", ".join(str(t) for t in ftype.results)
@@ -658,6 +723,27 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
             rets.append(f"%r#{j}")
             continue
         rt = ir.RankedTensorType(t)
+        full = f"%r#{j}"
+        if vs.unreduced:
+            # Unreduced: the first device of each group holds the value, the
+            # others zeros, so the group's sum is the value.
+            et = rt.element_type
+            first = [_dim_index(vs.unreduced, coords[p], axes) == 0 for p in range(n)]
+            ft = f"%f{j}"
+            lines.append(f"{ft} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
+                         .replace(", ", ","))
+            lines.append(f'{ft}s = "stablehlo.dynamic_slice"({ft}, %pid) <{{slice_sizes = '
+                         f"array<i64: 1>}}> : (tensor<{n}xi1>, tensor<i32>) -> tensor<1xi1>")
+            lines.append(f"{ft}o = stablehlo.reshape {ft}s : (tensor<1xi1>) -> tensor<i1>")
+            lines.append(f"{ft}b = stablehlo.broadcast_in_dim {ft}o, dims = [] : "
+                         f"(tensor<i1>) -> tensor<{'x'.join(map(str, rt.shape))}{'x' if rt.shape else ''}i1>")
+            lines.append(f"{ft}z = stablehlo.constant dense<{_zero_text(et)}> : {t}")
+            lines.append(f"{ft}v = stablehlo.select {ft}b, %r#{j}, {ft}z : "
+                         f"tensor<{'x'.join(map(str, rt.shape))}{'x' if rt.shape else ''}i1>, {t}")
+            full = f"{ft}v"
+        if not any(vs.dims):
+            rets.append(full)
+            continue
         lshape = list(ir.RankedTensorType(ir.Type.parse(lt)).shape)
         offs = []
         for dim, dim_axes in enumerate(vs.dims):
@@ -673,7 +759,7 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
             offs.append(f"{tn}o")
         idx_types = ", ".join(["tensor<i32>"] * len(offs))
         sizes_txt = ", ".join(map(str, lshape))
-        lines.append(f'%s{j} = "stablehlo.dynamic_slice"(%r#{j}, {", ".join(offs)}) '
+        lines.append(f'%s{j} = "stablehlo.dynamic_slice"({full}, {", ".join(offs)}) '
                      f"<{{slice_sizes = array<i64: {sizes_txt}>}}> : ({t}, {idx_types}) -> {lt}")
         rets.append(f"%s{j}")
     if rets:
@@ -721,8 +807,6 @@ def _localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo
                              f"through Shardy, but the module cannot: {reason}")
     args, used_a, unr_a = _read_shardings(main, meshes, "arg")
     results, used_r, unr_r = _read_shardings(main, meshes, "result")
-    if unr_a or unr_r:
-        raise ValueError("pjrtx: unreduced shardings on main's arguments or results are not supported")
     used = (used_a | used_r)
     if None in used:
         raise ValueError("pjrtx: inline meshes in main's shardings are not supported")
@@ -791,6 +875,10 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
         return _localize_global(module, n, meshes, "forced")
     if not meshes:
         return _localize_global(module, n, meshes, "no sdy.mesh: every value is replicated")
+    if not has_manual and force != "shardy" and "unreduced=" in str(main):
+        # jaxlib 0.10.2's converter has no pass for unreduced axes (JAX's
+        # explicit sharding); the global program computes the reduced values.
+        return _localize_global(module, n, meshes, "unreduced shardings")
     if force != "shardy":
         axis_names = {a for m in meshes.values() for a, _ in _mesh_info(m, n)[0]}
         outside, inside = _screen(main, axis_names)
