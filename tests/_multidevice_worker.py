@@ -189,6 +189,23 @@ def _(devs, x):
     return smap(lambda a: (lax.pmax(a, "x"), lax.pmin(a, "x")), m, P("x"), (P(), P()))(put(x, m, "x"))
 
 
+@program("sm_psum_pmax_large_x8", normal(8 * 96, 512), terms=[8, None])
+def _(devs, x):
+    # 192 KiB per device, a variadic all_reduce of 384 KiB: above the size
+    # where each device folds only its chunk and the chunks are swapped
+    # (the two-phase path), with a sum and a max body
+    m = mesh(devs, (8,), ("x",))
+    return smap(lambda a: (lax.psum(a, "x"), lax.pmax(a, "x")), m, P("x"), (P(), P()))(put(x, m, "x"))
+
+
+@program("sm_psum_large_i32_2d_x", ints(8 * 70, 999), terms=None)
+def _(devs, x):
+    # 273 KiB per device, groups of 4 on a 4x2 mesh, an element count that
+    # does not divide by 4 (uneven chunks)
+    m = mesh(devs, (4, 2), ("x", "y"))
+    return smap(lambda a: lax.psum(a, "x"), m, P("x"), P(None))(put(x, m, "x"))
+
+
 @program("sm_psum_i8_wraps_x8", ints(8, 6, lo=-128, hi=128, dtype=np.int8))
 def _(devs, x):
     # int8 sums of 8 terms overflow and wrap (two's complement, any order)

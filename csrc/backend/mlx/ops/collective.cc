@@ -171,16 +171,51 @@ Kernel lower_all_reduce(LowerCtx& ctx) {
   const DType t = ctx.in(0).dtype;
   std::optional<Combiner> c = ops::match_combiner(ctx.inst().regions[0], t);
   auto body = c ? nullptr : ctx.lower_region(ctx.inst().regions[0]);
-  return [g, c, body, t](RunState& st, const Arrays& in) {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < ctx.num_in(); ++i) bytes += ctx.in(i).byte_size();
+  // Small values: every device folds all members' values (k reads of S
+  // bytes each, one round). Large ones in a group of 3 or more: each device
+  // folds only its 1/k of the elements, the devices swap those chunks and
+  // concatenate them (about 2 S read per device instead of k S), as a
+  // reduce-scatter then an all-gather. Every member takes the same branch
+  // (the value's size and the group size are the same for all), so their
+  // collective counts stay in step.
+  constexpr int64_t kTwoPhaseBytes = int64_t{256} << 10;
+  const bool two_phase = bytes >= kTwoPhaseBytes && g.size() >= 3;
+  auto fold = [c, body, t](RunState& st, const std::vector<mx::array>& parts) {
+    // Members' values combined in group order, as one device folding the
+    // group's contributions would.
+    mx::array acc = parts[0];
+    for (size_t k = 1; k < parts.size(); ++k)
+      acc = c ? ops::combine(*c, acc, parts[k], t) : body->run_batched(st, {acc, parts[k]})[0];
+    return acc;
+  };
+  return [g, fold, two_phase](RunState& st, const Arrays& in) {
     auto all = meet(st, g, in, "stablehlo.all_reduce");
     Arrays out;
+    if (!two_phase) {
+      for (size_t i = 0; i < in.size(); ++i) {
+        std::vector<mx::array> parts;
+        for (const auto& m : all) parts.push_back(m[i]);
+        out.push_back(fold(st, parts));
+      }
+      return out;
+    }
+    const int64_t k = static_cast<int64_t>(g.size()), pos = static_cast<int64_t>(g.pos);
+    Arrays chunks;
     for (size_t i = 0; i < in.size(); ++i) {
-      // Members' values combined in group order, as one device folding the
-      // group's contributions would.
-      mx::array acc = all[0][i];
-      for (size_t k = 1; k < all.size(); ++k)
-        acc = c ? ops::combine(*c, acc, all[k][i], t) : body->run_batched(st, {acc, all[k][i]})[0];
-      out.push_back(acc);
+      const int64_t n = static_cast<int64_t>(in[i].size());
+      const int begin = static_cast<int>(n * pos / k), end = static_cast<int>(n * (pos + 1) / k);
+      std::vector<mx::array> parts;
+      for (const auto& m : all)
+        parts.push_back(mx::slice(mx::flatten(m[i]), {begin}, {end}));
+      chunks.push_back(fold(st, parts));
+    }
+    auto reduced = meet(st, g, chunks, "stablehlo.all_reduce");
+    for (size_t i = 0; i < in.size(); ++i) {
+      Arrays pieces;
+      for (const auto& m : reduced) pieces.push_back(m[i]);
+      out.push_back(mx::reshape(mx::concatenate(pieces, 0), in[i].shape()));
     }
     return out;
   };
