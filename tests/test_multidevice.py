@@ -209,15 +209,10 @@ def battery(request, tmp_path_factory):
         return res
 
 
-# Programs pjrtx refuses today, with the clear error it must give (the
-# test fails when the refusal changes or the program starts to pass, so
-# the list stays true).
-REFUSED = {
-    # The argument lives on one mesh and the program asks for it on another
-    # with the devices in a different order: the global path gathers and
-    # slices over a single mesh.
-    "put_reshard_device_to_device_2d": r"main's shardings use several meshes",
-}
+# Programs pjrtx refuses today, each with the regex of the clear error it
+# must give (the test fails when the refusal changes or the program starts
+# to pass, so the list stays true). None at present.
+REFUSED: dict = {}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -102,6 +102,9 @@ class ValueSharding:
     # Axes over which the devices hold partial sums of the value (JAX's
     # explicit-sharding `unreduced`): the value is their sum.
     unreduced: tuple[str, ...] = ()
+    # ((axis, size), ...), device_ids) when the value's mesh is not the
+    # program's (PartitionInfo.mesh_axes / device_ids); None otherwise.
+    mesh: tuple | None = None
 
     def tile_counts(self, mesh_axes) -> tuple[int, ...]:
         sizes = dict(mesh_axes)
@@ -119,12 +122,19 @@ class PartitionInfo:
     arg_shardings: list[ValueSharding | None]
     result_shardings: list[ValueSharding | None]
 
+    def mesh_of(self, sharding):
+        """(mesh_axes, device_ids) of a value: its own mesh, else the program's."""
+        if sharding is not None and sharding.mesh:
+            return sharding.mesh
+        return self.mesh_axes, self.device_ids
+
     def shard_index(self, sharding: ValueSharding | None, partition: int) -> tuple[int, ...]:
         """Which tile of each dim partition `partition` holds (0s if replicated)."""
         if sharding is None:
             return ()
-        coords = _coords_of_partition(self.mesh_axes, self.device_ids)[partition]
-        return tuple(_dim_index(d, coords, self.mesh_axes) for d in sharding.dims)
+        axes, ids = self.mesh_of(sharding)
+        coords = _coords_of_partition(axes, ids)[partition]
+        return tuple(_dim_index(d, coords, axes) for d in sharding.dims)
 
     def hlo_sharding(self, sharding: ValueSharding | None, rank: int) -> str:
         """XLA HloSharding text for a value of this rank: '{replicated}' or
@@ -132,15 +142,16 @@ class PartitionInfo:
         indices (the device assignment's positions)."""
         if sharding is None or self.num_partitions == 1:
             return "{replicated}"
-        tiles = sharding.tile_counts(self.mesh_axes)
+        axes, ids = self.mesh_of(sharding)
+        tiles = sharding.tile_counts(axes)
         ntiles = math.prod(tiles)
         rep = self.num_partitions // ntiles
         table = np.full(tiles + (rep,), -1, np.int64)
         fill = {}
-        coords = _coords_of_partition(self.mesh_axes, self.device_ids)
+        coords = _coords_of_partition(axes, ids)
         for pos in range(self.num_partitions):
-            p = self.device_ids[pos]
-            idx = tuple(_dim_index(d, coords[p], self.mesh_axes) for d in sharding.dims)
+            p = ids[pos]
+            idx = tuple(_dim_index(d, coords[p], axes) for d in sharding.dims)
             k = fill.get(idx, 0)
             fill[idx] = k + 1
             table[idx + (k,)] = p
@@ -159,19 +170,20 @@ def op_sharding_proto(info, sharding, rank: int) -> bytes:
     if sharding is None or not sharding.unreduced:
         return xc.HloSharding.from_string(info.hlo_sharding(sharding, rank)).to_proto() \
             .SerializeToString()
-    sizes = dict(info.mesh_axes)
-    tiles = sharding.tile_counts(info.mesh_axes)
+    axes, ids = info.mesh_of(sharding)
+    sizes = dict(axes)
+    tiles = sharding.tile_counts(axes)
     n_unr = math.prod(_axis_ref_size(a, sizes) for a in sharding.unreduced)
     if all(t == 1 for t in tiles) and n_unr == info.num_partitions:
         return xc.HloSharding.unreduced().to_proto().SerializeToString()
     rep = info.num_partitions // (math.prod(tiles) * n_unr)
     table = np.full(tiles + (n_unr, rep), -1, np.int64)
     fill = {}
-    coords = _coords_of_partition(info.mesh_axes, info.device_ids)
+    coords = _coords_of_partition(axes, ids)
     for pos in range(info.num_partitions):
-        p = info.device_ids[pos]
-        idx = tuple(_dim_index(d, coords[p], info.mesh_axes) for d in sharding.dims)
-        idx += (_dim_index(sharding.unreduced, coords[p], info.mesh_axes),)
+        p = ids[pos]
+        idx = tuple(_dim_index(d, coords[p], axes) for d in sharding.dims)
+        idx += (_dim_index(sharding.unreduced, coords[p], axes),)
         k = fill.get(idx, 0)
         fill[idx] = k + 1
         table[idx + (k,)] = p
@@ -390,6 +402,23 @@ def _read_shardings(func, meshes, which: str) -> tuple[list, set, bool]:
         else:
             out.append(None)
     return out, used, unreduced
+
+
+def _value_mesh_names(func, which: str) -> list:
+    """The mesh name of each argument's or result's sdy.sharding (None)."""
+    ftype = _func_type(func)
+    n = len(ftype.inputs if which == "arg" else ftype.results)
+    attrs = _func_attr_list(func, "arg_attrs" if which == "arg" else "res_attrs", n)
+    names = []
+    for d in attrs:
+        if "sdy.sharding" in d:
+            try:
+                names.append(ir.FlatSymbolRefAttr(sdy.TensorShardingAttr(d["sdy.sharding"]).mesh_or_ref).value)
+            except (ValueError, TypeError):
+                names.append(None)
+        else:
+            names.append(None)
+    return names
 
 
 # ---------------------------------------------------------------- screening
@@ -641,7 +670,11 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
     ftype = _func_type(main)
     arg_attrs = _func_attr_list(main, "arg_attrs", len(ftype.inputs))
     res_attrs = _func_attr_list(main, "res_attrs", len(ftype.results))
-    sizes = dict(axes)
+    def mesh_of(vs):
+        # A value may live on its own mesh (the same devices in another
+        # order, e.g. a reshard between two meshes).
+        a, i = vs.mesh if vs is not None and vs.mesh else (axes, ids)
+        return a, i, dict(a), _coords_of_partition(a, i)
     lines, params, handle = [], [], itertools.count(1)
 
     def local_type(t, vs, what):
@@ -649,6 +682,7 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
             return str(t)
         rt = ir.RankedTensorType(t)
         shape = list(rt.shape)
+        sizes = mesh_of(vs)[2]
         for d, dim_axes in enumerate(vs.dims):
             k = math.prod(_axis_ref_size(a, sizes) for a in dim_axes)
             if shape[d] % k:
@@ -665,13 +699,14 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
         lt = local_type(t, vs, f"argument {i}")
         params.append(f"%a{i}: {lt}{dict_text(d)}")
         cur, cur_t = f"%a{i}", lt
+        v_axes, v_ids, _, _ = mesh_of(vs)
         if vs is not None and _is_ranked(t):
             rt = ir.RankedTensorType(t)
             shape = list(ir.RankedTensorType(ir.Type.parse(lt)).shape)
             for dim, dim_axes in enumerate(vs.dims):
                 if not dim_axes:
                     continue
-                groups = _groups_for_dim(dim_axes, axes, ids)
+                groups = _groups_for_dim(dim_axes, v_axes, v_ids)
                 shape[dim] = rt.shape[dim]
                 nt = str(ir.RankedTensorType.get(shape, rt.element_type))
                 g = np.array(groups, np.int64)
@@ -686,7 +721,7 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
         if vs is not None and vs.unreduced and _is_ranked(t):
             # Each device holds a partial sum: the value is their sum.
             et = ir.RankedTensorType(t).element_type
-            g = np.array(_groups_for_dim(vs.unreduced, axes, ids), np.int64)
+            g = np.array(_groups_for_dim(vs.unreduced, v_axes, v_ids), np.int64)
             gtext = "dense<%s> : tensor<%dx%dxi64>" % (
                 str(g.tolist()).replace(" ", ""), g.shape[0], g.shape[1])
             nxt = f"%u{i}"
@@ -714,7 +749,6 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
         lines.append("%pid_u = stablehlo.partition_id : tensor<ui32>")
         lines.append("%pid = stablehlo.convert %pid_u : (tensor<ui32>) -> tensor<i32>")
         lines.append("%zero = stablehlo.constant dense<0> : tensor<i32>")
-    coords = _coords_of_partition(axes, ids)
     for j, (t, vs, d) in enumerate(zip(ftype.results, results, res_attrs)):
         lt = local_type(t, vs, f"result {j}")
         res_params.append(f"{lt}{dict_text(d)}")
@@ -723,12 +757,13 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
             rets.append(f"%r#{j}")
             continue
         rt = ir.RankedTensorType(t)
+        v_axes, _, _, coords = mesh_of(vs)
         full = f"%r#{j}"
         if vs.unreduced:
             # Unreduced: the first device of each group holds the value, the
             # others zeros, so the group's sum is the value.
             et = rt.element_type
-            first = [_dim_index(vs.unreduced, coords[p], axes) == 0 for p in range(n)]
+            first = [_dim_index(vs.unreduced, coords[p], v_axes) == 0 for p in range(n)]
             ft = f"%f{j}"
             lines.append(f"{ft} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
                          .replace(", ", ","))
@@ -750,7 +785,7 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
             if not dim_axes:
                 offs.append("%zero")
                 continue
-            table = [_dim_index(dim_axes, coords[p], axes) * lshape[dim] for p in range(n)]
+            table = [_dim_index(dim_axes, coords[p], v_axes) * lshape[dim] for p in range(n)]
             tn = f"%t{j}_{dim}"
             lines.append(f"{tn} = stablehlo.constant dense<{table}> : tensor<{n}xi32>".replace(", ", ","))
             lines.append(f'{tn}s = "stablehlo.dynamic_slice"({tn}, %pid) <{{slice_sizes = '
@@ -810,20 +845,21 @@ def _localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo
     used = (used_a | used_r)
     if None in used:
         raise ValueError("pjrtx: inline meshes in main's shardings are not supported")
-    used = {u for u in used if u is None or len(list(meshes[u].axes)) > 0}
-    # Meshes that differ only by name describe the same devices.
-    if len({_mesh_info(meshes[u], n) for u in used}) == 1:
-        used = {sorted(used)[0]}
-    if len(used) > 1:
-        raise ValueError(f"pjrtx: main's shardings use several meshes: {sorted(used)}")
+    used = sorted(u for u in used if len(list(meshes[u].axes)) > 0)
     if used:
-        axes, ids = _mesh_info(meshes[used.pop()], n)
+        axes, ids = _mesh_info(meshes[used[0]], n)
     elif meshes:
         axes, ids = _mesh_info(next(iter(meshes.values())), n)
     else:
         axes, ids = (), tuple(range(n))
-    if axes and (math.prod(s for _, s in axes) != n or sorted(ids) != list(range(n))):
-        raise ValueError(f"pjrtx: mesh {axes} (device_ids {ids}) does not cover {n} partitions")
+    for a, i in [(axes, ids)] + [_mesh_info(meshes[u], n) for u in used]:
+        if a and (math.prod(s for _, s in a) != n or sorted(i) != list(range(n))):
+            raise ValueError(f"pjrtx: mesh {a} (device_ids {i}) does not cover {n} partitions")
+    # Values on another mesh than the first carry theirs.
+    for which, vals in (("arg", args), ("result", results)):
+        for k, name in enumerate(_value_mesh_names(main, which)):
+            if vals[k] is not None and name in meshes and _mesh_info(meshes[name], n) != (axes, ids):
+                vals[k] = dataclasses.replace(vals[k], mesh=_mesh_info(meshes[name], n))
     callee = "__pjrtx_global_main"
     if any(args) or any(results):
         text = _global_wrapper_text(main, n, axes, ids, args, results, callee)
