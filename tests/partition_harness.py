@@ -163,7 +163,7 @@ EXPECTED = {
     "sharding_constraint": "shardy", "bool_int": "shardy", "mlp_grad_step": "shardy",
     "shard_map_psum": "shardy", "shard_map_all_gather": "shardy", "shard_map_ppermute": "shardy",
     "shard_map_pmax_fori": "shardy", "shard_map_psum_scatter_all_to_all": "shardy",
-    "shard_map_then_unsafe": "error", "pmap": "shardy",
+    "shard_map_then_unsafe": "global", "pmap": "shardy",
 }
 
 

@@ -39,9 +39,8 @@ EXPECTED = {
     "shard_map_psum": "shardy", "shard_map_all_gather": "shardy", "shard_map_ppermute": "shardy",
     "shard_map_pmax_fori": "shardy", "shard_map_psum_scatter_all_to_all": "shardy",
     "pmap": "shardy",
-    "shard_map_then_unsafe": "error",
+    "shard_map_then_unsafe": "global",
 }
-MANUAL = {c for c in EXPECTED if c.startswith(("shard_map", "pmap"))}
 
 
 def _run_harness(*args) -> dict:
@@ -67,7 +66,8 @@ def screened():
 
 @pytest.fixture(scope="module")
 def forced_global():
-    return _run_harness("--force", "global", *sorted(set(EXPECTED) - MANUAL))
+    # shard_map and pmap bodies run per device inside the global program too
+    return _run_harness("--force", "global", *sorted(EXPECTED))
 
 
 def test_imports_without_extension():
@@ -87,7 +87,7 @@ def test_screened_path(screened, case):
     assert rec["ok"], rec
 
 
-@pytest.mark.parametrize("case", sorted(set(EXPECTED) - MANUAL))
+@pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_global_path(forced_global, case):
     rec = forced_global[case]
     assert rec["path"] == "global" and rec["ok"], rec

@@ -807,6 +807,187 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
             f"    {body}\n  }}\n}}\n")
 
 
+def _manual_on_global(module, n: int, meshes: dict) -> None:
+    """A shard_map/pmap body (sdy.manual_computation) inside a program that
+    takes the global path: each device slices the global operands down to
+    its block along the manual axes (partition_id tables), runs the body as
+    written (its collectives are per device) and all-gathers its results
+    back along those axes. Axes the region leaves to the compiler stay
+    whole, as everything on the global path does."""
+    from jaxlib.mlir.dialects import func as func_d
+
+    counter = itertools.count()
+    while True:
+        ops = [o for o in _walk(_main(module)) if _op_name(o) == "sdy.manual_computation"]
+        if not ops:
+            return
+        op = ops[0]
+        # Outermost first: a nested region (axis_index in a partially manual
+        # region nests one over the other axes) lands in main with the outer
+        # body and is taken next; it slices and gathers along its own axes
+        # only, within the outer block.
+        k = next(counter)
+        # #sdy<manual_axes{"x", "y"}> (the bindings give no accessor)
+        manual = re.findall(r'"([^"]+)"', str(op.attributes["manual_axes"]))
+        in_sh = list(sdy.TensorShardingPerValueAttr(op.attributes["in_shardings"]).shardings)
+        out_sh = list(sdy.TensorShardingPerValueAttr(op.attributes["out_shardings"]).shardings)
+
+        def manual_only(attr):
+            name, vs, _ = _parse_sharding(attr, meshes)
+            if name is None or name not in meshes:
+                raise ValueError("pjrtx: a shard_map region on an inline mesh")
+            axes, ids = _mesh_info(meshes[name], n)
+            dims = tuple(tuple(a for a in d if a.split(":")[0] in manual)
+                         for d in (vs.dims if vs else ()))
+            unr = tuple(a for a in (vs.unreduced if vs else ()) if a.split(":")[0] in manual)
+            return (ValueSharding(dims, unr) if any(dims) or unr else None), axes, ids
+
+        def sum_over(cur, cur_t, et, groups_axes, axes, ids):
+            g = np.array(_groups_for_dim(groups_axes, axes, ids), np.int64)
+            gtext = "dense<%s> : tensor<%dx%dxi64>" % (
+                str(g.tolist()).replace(" ", ""), g.shape[0], g.shape[1])
+            h = next(handle)
+            lines.append(
+                f'%sum{h} = "stablehlo.all_reduce"({cur}) <{{channel_handle = '
+                f"#stablehlo.channel_handle<handle = {h}, type = 1>, "
+                f"replica_groups = {gtext}, use_global_device_ids}}> ({{\n"
+                f"    ^bb0(%p{h}: tensor<{et}>, %q{h}: tensor<{et}>):\n"
+                f"      %s{h} = stablehlo.add %p{h}, %q{h} : tensor<{et}>\n"
+                f"      stablehlo.return %s{h} : tensor<{et}>\n"
+                f"    }}) : ({cur_t}) -> {cur_t}")
+            return f"%sum{h}"
+
+        def first_only(cur, cur_t, et, shape, groups_axes, axes, ids):
+            # partial sums whose total is the value: the value on the first
+            # device of each group, zeros on the others
+            coords = _coords_of_partition(axes, ids)
+            first = [_dim_index(groups_axes, coords[p], axes) == 0 for p in range(n)]
+            h = next(handle)
+            pt = f"tensor<{''.join(f'{d}x' for d in shape)}i1>"
+            lines.append(f"%fi{h} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
+                         .replace(", ", ","))
+            lines.append(f'%fi{h}s = "stablehlo.dynamic_slice"(%fi{h}, %pid) <{{slice_sizes = '
+                         f"array<i64: 1>}}> : (tensor<{n}xi1>, tensor<i32>) -> tensor<1xi1>")
+            lines.append(f"%fi{h}o = stablehlo.reshape %fi{h}s : (tensor<1xi1>) -> tensor<i1>")
+            lines.append(f"%fi{h}b = stablehlo.broadcast_in_dim %fi{h}o, dims = [] : (tensor<i1>) -> {pt}")
+            lines.append(f"%fi{h}z = stablehlo.constant dense<{_zero_text(et)}> : {cur_t}")
+            lines.append(f"%fi{h}v = stablehlo.select %fi{h}b, {cur}, %fi{h}z : {pt}, {cur_t}")
+            return f"%fi{h}v"
+
+        block = op.regions[0].blocks[0]
+        local_in = [a.type for a in block.arguments]
+        term = list(block.operations)[-1]
+        local_out = [v.type for v in term.operands]
+        glob_in = [v.type for v in op.operands]
+        glob_out = [r.type for r in op.results]
+        # The body becomes a private function (the region is isolated from
+        # above, so it reads only its arguments).
+        body_name = f"__pjrtx_manual_body_{k}"
+        with ir.InsertionPoint(module.body):
+            fn = func_d.FuncOp(body_name, (local_in, local_out))
+            fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            entry = fn.add_entry_block()
+        for old_arg, new_arg in zip(block.arguments, entry.arguments):
+            old_arg.replace_all_uses_with(new_arg)
+        ip = ir.InsertionPoint(entry)
+        for o in list(block.operations):
+            o.detach_from_parent()
+            ip.insert(o)
+        term = list(entry.operations)[-1]
+        with ir.InsertionPoint(term), term.location:
+            func_d.ReturnOp(list(term.operands))
+        term.erase()
+        # The wrapper: slice in, call, gather out.
+        lines, handle = [], itertools.count(1000 * (k + 1))
+        lines.append("%pid_u = stablehlo.partition_id : tensor<ui32>")
+        lines.append("%pid = stablehlo.convert %pid_u : (tensor<ui32>) -> tensor<i32>")
+        lines.append("%zero = stablehlo.constant dense<0> : tensor<i32>")
+        params, call_args = [], []
+        for i, (gt, lt, attr) in enumerate(zip(glob_in, local_in, in_sh)):
+            params.append(f"%g{i}: {gt}")
+            vs, axes, ids = manual_only(attr)
+            if vs is not None and vs.unreduced and _is_ranked(gt):
+                rt = ir.RankedTensorType(gt)
+                params_src = first_only(f"%g{i}", str(gt), rt.element_type, list(rt.shape),
+                                        vs.unreduced, axes, ids)
+            else:
+                params_src = f"%g{i}"
+            if vs is None or not any(vs.dims) or str(gt) == str(lt) or not _is_ranked(gt):
+                call_args.append(params_src)
+                continue
+            coords = _coords_of_partition(axes, ids)
+            lshape = list(ir.RankedTensorType(lt).shape)
+            offs = []
+            for dim, dim_axes in enumerate(vs.dims):
+                if not dim_axes:
+                    offs.append("%zero")
+                    continue
+                table = [_dim_index(dim_axes, coords[p], axes) * lshape[dim] for p in range(n)]
+                tn = f"%t{i}_{dim}"
+                lines.append(f"{tn} = stablehlo.constant dense<{table}> : tensor<{n}xi32>".replace(", ", ","))
+                lines.append(f'{tn}s = "stablehlo.dynamic_slice"({tn}, %pid) <{{slice_sizes = '
+                             f"array<i64: 1>}}> : (tensor<{n}xi32>, tensor<i32>) -> tensor<1xi32>")
+                lines.append(f"{tn}o = stablehlo.reshape {tn}s : (tensor<1xi32>) -> tensor<i32>")
+                offs.append(f"{tn}o")
+            idx_types = ", ".join(["tensor<i32>"] * len(offs))
+            sizes_txt = ", ".join(map(str, lshape))
+            lines.append(f'%l{i} = "stablehlo.dynamic_slice"({params_src}, {", ".join(offs)}) '
+                         f"<{{slice_sizes = array<i64: {sizes_txt}>}}> : ({gt}, {idx_types}) -> {lt}")
+            call_args.append(f"%l{i}")
+        in_t = ", ".join(str(t) for t in local_in)
+        out_t = ", ".join(str(t) for t in local_out)
+        nres = len(local_out)
+        call = f"func.call @{body_name}({', '.join(call_args)}) : ({in_t}) -> ({out_t})"
+        lines.append(f"%r:{nres} = {call}" if nres else call)
+        rets = []
+        for j, (gt, lt, attr) in enumerate(zip(glob_out, local_out, out_sh)):
+            vs, axes, ids = manual_only(attr)
+            cur, cur_t = f"%r#{j}", str(lt)
+            if vs is not None and vs.unreduced and _is_ranked(lt):
+                # the devices hold partial sums: the value is their sum
+                cur = sum_over(cur, cur_t, ir.RankedTensorType(lt).element_type, vs.unreduced,
+                               axes, ids)
+            if vs is not None and any(vs.dims) and str(gt) != str(lt) and _is_ranked(gt):
+                shape = list(ir.RankedTensorType(lt).shape)
+                grt = ir.RankedTensorType(gt)
+                for dim, dim_axes in enumerate(vs.dims):
+                    if not dim_axes:
+                        continue
+                    g = np.array(_groups_for_dim(dim_axes, axes, ids), np.int64)
+                    gtext = "dense<%s> : tensor<%dx%dxi64>" % (
+                        str(g.tolist()).replace(" ", ""), g.shape[0], g.shape[1])
+                    shape[dim] = grt.shape[dim]
+                    nt = str(ir.RankedTensorType.get(shape, grt.element_type))
+                    nxt = f"%o{j}_{dim}"
+                    lines.append(
+                        f'{nxt} = "stablehlo.all_gather"({cur}) <{{all_gather_dim = {dim} : i64, '
+                        f"channel_handle = #stablehlo.channel_handle<handle = {next(handle)}, type = 1>, "
+                        f"replica_groups = {gtext}, use_global_device_ids}}> : ({cur_t}) -> {nt}")
+                    cur, cur_t = nxt, nt
+            rets.append(cur)
+        glob_out_t = ", ".join(str(t) for t in glob_out)
+        if rets:
+            lines.append(f"return {', '.join(rets)} : {glob_out_t}")
+        else:
+            lines.append("return")
+        wrap_name = f"__pjrtx_manual_{k}"
+        body = "\n    ".join(lines)
+        text = (f"module {{\n  func.func private @{body_name}({in_t}) -> ({out_t})\n"
+                f"  func.func private @{wrap_name}({', '.join(params)}) -> ({glob_out_t}) {{\n"
+                f"    {body}\n  }}\n}}\n")
+        wrapper = ir.Module.parse(text)
+        wfn = [o for o in wrapper.body.operations if o.attributes["sym_name"].value == wrap_name][0]
+        wfn.operation.clone(ip=ir.InsertionPoint(module.body))
+        with ir.InsertionPoint(op), op.location:
+            c = func_d.CallOp(list(op.results.types) if hasattr(op.results, "types")
+                              else [r.type for r in op.results],
+                              ir.FlatSymbolRefAttr.get(wrap_name), list(op.operands))
+        for r_old, r_new in zip(op.results, c.results):
+            r_old.replace_all_uses_with(r_new)
+        op.erase()
+        inline_calls(module)
+
+
 def _strip_sdy(module):
     """Drops sdy ops that only annotate (constraints, reshards, barriers) and
     every sdy attribute, and the meshes."""
@@ -836,10 +1017,9 @@ def _strip_sdy(module):
 
 def _localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo:
     main = _main(module)
-    for o in _walk(main):
-        if _op_name(o) == "sdy.manual_computation":
-            raise ValueError("pjrtx: a shard_map/pmap body (sdy.manual_computation) must go "
-                             f"through Shardy, but the module cannot: {reason}")
+    if any(_op_name(o) == "sdy.manual_computation" for o in _walk(main)):
+        _manual_on_global(module, n, meshes)
+        main = _main(module)
     args, used_a, unr_a = _read_shardings(main, meshes, "arg")
     results, used_r, unr_r = _read_shardings(main, meshes, "result")
     used = (used_a | used_r)
@@ -911,7 +1091,7 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
         return _localize_global(module, n, meshes, "forced")
     if not meshes:
         return _localize_global(module, n, meshes, "no sdy.mesh: every value is replicated")
-    if not has_manual and force != "shardy" and "unreduced=" in str(main):
+    if force != "shardy" and "unreduced=" in str(main):
         # jaxlib 0.10.2's converter has no pass for unreduced axes (JAX's
         # explicit sharding); the global program computes the reduced values.
         return _localize_global(module, n, meshes, "unreduced shardings")
@@ -919,16 +1099,10 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
         axis_names = {a for m in meshes.values() for a, _ in _mesh_info(m, n)[0]}
         outside, inside = _screen(main, axis_names)
         if inside:
-            raise ValueError("pjrtx: cannot partition the shard_map/pmap program: "
-                             f"{inside[0]} inside a partially manual computation "
-                             "is not known to partition correctly with jaxlib 0.10.2's Shardy")
+            return _localize_global(module, n, meshes,
+                                    f"{inside[0]} inside a partially manual shard_map region "
+                                    "is not on the Shardy allow-list")
         if outside:
-            if has_manual:
-                raise ValueError(
-                    "pjrtx: cannot partition the shard_map/pmap program: "
-                    f"{outside[0]} outside the manual computation is not known to "
-                    "partition correctly with jaxlib 0.10.2's Shardy (it can abort or give wrong "
-                    "results); move it inside the shard_map")
             return _localize_global(module, n, meshes,
                                     f"{outside[0]} is not on the Shardy allow-list")
     # Shardy runs on a copy: a failing pass leaves its module half rewritten.
@@ -936,8 +1110,6 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
     try:
         info = _localize_shardy(work, n, _meshes(work))
     except (ShardyUnsafe, ir.MLIRError) as e:
-        if has_manual:
-            raise ValueError(f"pjrtx: Shardy could not partition the shard_map/pmap program: {e}")
         module_meshes = _meshes(module)
         return _localize_global(module, n, module_meshes, f"Shardy failed: {str(e)[:500]}")
     _replace_body(module, work)
