@@ -39,6 +39,14 @@ def doctor() -> int:
         device = f"unavailable: {e}"
         ok = False
     print(f"device     {device} (PJRTX_DEVICE={env.get('PJRTX_DEVICE')})")
+    raw = env.get("PJRTX_DEVICES")
+    if raw.isdigit() and 1 <= int(raw) <= 1024:
+        each = "its own executor thread and MLX stream" if int(raw) > 1 else "one executor thread"
+        print(f"devices    {int(raw)} x {device}, each with {each} (PJRTX_DEVICES={raw})")
+    else:
+        print(f"devices    unavailable: PJRTX_DEVICES must be a whole number from 1 to 1024, "
+              f"got {raw!r}")
+        ok = False
     print(f"blas       {blas_line()}")
     print(f"float32    {float32_line()}")
     if ok:

@@ -76,6 +76,8 @@ def test_doctor():
     backend = _pjrtx.device_backend("auto")
     assert backend in ("Metal", "CUDA", "CPU")
     assert re.search(rf"^device\s+{backend} \(PJRTX_DEVICE=auto\)$", out, re.M), out
+    assert re.search(rf"^devices\s+1 x {backend}, each with one executor thread "
+                     r"\(PJRTX_DEVICES=1\)$", out, re.M), out
     assert re.search(r"^PJRT API\s+0\.\d+$", out, re.M)
     kind = "cpu" if backend == "CPU" else "gpu"
     who = "MLX" if _pjrtx.mlx_rule("arg", kind, "float32") else "pjrtx"
@@ -95,6 +97,24 @@ def test_doctor():
         assert line, (name, out)
         assert line.group(1) == default and line.group(2) == description
         assert line.group(3) == default
+
+
+@pytest.mark.parametrize("value, line", [
+    ("8", r"^devices\s+8 x \w+, each with its own executor thread and MLX stream \(PJRTX_DEVICES=8\)$"),
+    ("0", r"^devices\s+unavailable: PJRTX_DEVICES must be a whole number from 1 to 1024, got '0'$"),
+    ("two", r"^devices\s+unavailable: PJRTX_DEVICES must be a whole number from 1 to 1024, got 'two'$"),
+])
+def test_doctor_devices_line(value, line):
+    p = run(["-m", "pjrtx", "doctor"], PJRTX_DEVICES=value)
+    assert re.search(line, p.stdout, re.M), p.stdout
+
+
+def test_bad_device_count_is_a_clear_error_when_jax_starts():
+    code = ("import jax\nfrom pjrtx import jax_plugin\njax_plugin.ensure_registered()\n"
+            "try:\n    jax.devices('pjrtx')\nexcept Exception as e:\n    print('ERR', e)\n")
+    p = run(["-c", code], PJRTX_DEVICES="0", JAX_PLATFORMS="pjrtx")
+    assert "PJRTX_DEVICES must be a whole number from 1 to 1024, got '0'" in p.stdout + p.stderr, \
+        (p.stdout, p.stderr)
 
 
 def _source_copy(tmp_path):
