@@ -206,6 +206,20 @@ def _(devs, x):
     return smap(lambda a: lax.psum(a, "x"), m, P("x"), P(None))(put(x, m, "x"))
 
 
+@program("sm_collectives_of_constants_x4", normal(8, 3))
+def _(devs, x):
+    # collectives whose operands are constants: constant folding must not
+    # evaluate them at compile time (each device's share meets the others'
+    # at run time), and a fused segment must not swallow them
+    m = mesh(devs, (4,), ("x",))
+
+    def body(a):
+        one = jnp.ones((2, 3), a.dtype)
+        return (a + lax.psum(one, "x"), lax.all_gather(one * 2, "x", tiled=True),
+                lax.ppermute(jnp.full((2, 3), 5.0, a.dtype), "x", [(0, 1), (1, 2)]) + a)
+    return smap(body, m, P("x"), (P("x"), P(), P("x")), check_vma=False)(put(x, m, "x"))
+
+
 @program("sm_psum_i8_wraps_x8", ints(8, 6, lo=-128, hi=128, dtype=np.int8))
 def _(devs, x):
     # int8 sums of 8 terms overflow and wrap (two's complement, any order)
