@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,6 +96,8 @@ class Client {
   // Throws INVALID_ARGUMENT naming the id and the devices there are.
   Device* lookup_device(int id) const;
   const std::string& backend_name() const { return backend_; }
+  // Held while a multi-device run is posted to its devices' executors.
+  std::mutex& launch_mutex() { return launch_mu_; }
   struct MemoryStats {
     int64_t in_use, peak, limit;
   };
@@ -161,6 +164,7 @@ class Client {
 
   backend::LowerOptions lower_options_;
   std::string backend_;
+  std::mutex launch_mu_;
   CompileCache cache_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -131,7 +131,10 @@ std::vector<LoadedExecutable::Result> LoadedExecutable::execute(
     results.push_back(launch(0, std::move(uses[0]), nullptr));
   } else {
     auto collectives = std::make_shared<backend::CollectiveRun>(collective_timeout());
-    std::lock_guard<std::mutex> lock(launch_mu_);
+    // Every multi-device run of the client is posted to all its devices in
+    // one order: two runs posted in different orders on two devices would
+    // each wait in a collective for the other.
+    std::lock_guard<std::mutex> lock(client_->launch_mutex());
     for (size_t d = 0; d < devices_.size(); ++d)
       results.push_back(launch(d, std::move(uses[d]), collectives));
   }

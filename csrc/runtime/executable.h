@@ -84,9 +84,6 @@ class LoadedExecutable {
   std::vector<bool> donors_;
   std::vector<Memory*> param_memories_, output_memories_;
   std::atomic<bool> deleted_{false};
-  // Launches of multi-device runs are posted to every device in one order
-  // (collectives of two runs must not interleave differently per device).
-  std::mutex launch_mu_;
 };
 
 }  // namespace pjrtx::runtime
