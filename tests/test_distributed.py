@@ -39,7 +39,11 @@ def test_fatal_slots_are_implemented():
 def test_two_processes_under_jax_distributed():
     port = _free_port()
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    # The pjrtx this test process imported (the installed one in CI, the
+    # checkout with its built extension in development).
+    import pjrtx
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(pjrtx.__file__)),
+                                         env.get("PYTHONPATH", "")])
     env.pop("PJRTX_DEVICES", None)
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "_distributed_worker.py"),
                                str(port), str(i)], env=env, stdout=subprocess.PIPE,

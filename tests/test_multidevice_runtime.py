@@ -14,7 +14,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def test_concurrent_runs_and_a_failing_device():
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
+    # The pjrtx this test process imported (the installed one in CI, the
+    # checkout with its built extension in development).
+    import pjrtx
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(pjrtx.__file__)),
+                                         env.get("PYTHONPATH", "")])
     env.pop("XLA_FLAGS", None)
     p = subprocess.run([sys.executable, os.path.join(HERE, "_multidevice_runtime_worker.py")],
                        env=env, capture_output=True, text=True, timeout=300)
