@@ -1015,13 +1015,56 @@ def _strip_sdy(module):
             o.operation.erase()
 
 
+def _propagated_results(module, n: int, meshes: dict) -> dict:
+    """For results the program leaves to the compiler (no sdy.sharding, or
+    open dimensions), the sharding Shardy's propagation picks: the global
+    path then hands each device that shard, and reports it, as XLA's
+    partitioner would (instead of replicating). Propagation alone never
+    reaches the converter whose CHECKs abort; a failure means replicated."""
+    main = _main(module)
+    ftype = _func_type(main)
+    attrs = _func_attr_list(main, "res_attrs", len(ftype.results))
+    open_ = [i for i, d in enumerate(attrs)
+             if "sdy.sharding" not in d or "?" in str(d["sdy.sharding"])]
+    if not open_ or not meshes:
+        return {}
+    try:
+        work = ir.Module.parse(str(module))
+        passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(
+            work.operation)
+        wmain = _main(work)
+        res, _, _ = _read_shardings(wmain, _meshes(work), "result")
+        names = _value_mesh_names(wmain, "result")
+    except Exception:  # noqa: BLE001 - propagation is a nicety here
+        return {}
+    out = {}
+    for i in open_:
+        vs = res[i]
+        if vs is None or vs.unreduced or names[i] not in meshes:
+            continue
+        axes, _ = _mesh_info(meshes[names[i]], n)
+        sizes = dict(axes)
+        try:
+            shape = ir.RankedTensorType(ftype.results[i]).shape
+        except (ValueError, TypeError):
+            continue
+        if all(d % math.prod(_axis_ref_size(a, sizes) for a in dim) == 0
+               for d, dim in zip(shape, vs.dims)):
+            out[i] = (vs, names[i])
+    return out
+
+
 def _localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo:
     main = _main(module)
+    propagated = _propagated_results(module, n, meshes)
     if any(_op_name(o) == "sdy.manual_computation" for o in _walk(main)):
         _manual_on_global(module, n, meshes)
         main = _main(module)
     args, used_a, unr_a = _read_shardings(main, meshes, "arg")
     results, used_r, unr_r = _read_shardings(main, meshes, "result")
+    for i, (vs, name) in propagated.items():
+        results[i] = vs
+        used_r.add(name)
     used = (used_a | used_r)
     if None in used:
         raise ValueError("pjrtx: inline meshes in main's shardings are not supported")
@@ -1040,6 +1083,9 @@ def _localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo
         for k, name in enumerate(_value_mesh_names(main, which)):
             if vals[k] is not None and name in meshes and _mesh_info(meshes[name], n) != (axes, ids):
                 vals[k] = dataclasses.replace(vals[k], mesh=_mesh_info(meshes[name], n))
+    for i, (vs, name) in propagated.items():
+        if _mesh_info(meshes[name], n) != (axes, ids):
+            results[i] = dataclasses.replace(vs, mesh=_mesh_info(meshes[name], n))
     callee = "__pjrtx_global_main"
     if any(args) or any(results):
         text = _global_wrapper_text(main, n, axes, ids, args, results, callee)
