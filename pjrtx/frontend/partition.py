@@ -666,6 +666,35 @@ def _groups_for_dim(dim_axes, mesh_axes, device_ids):
     return out
 
 
+def _groups_text(g) -> str:
+    """A replica_groups attribute for an int64 array of partition groups."""
+    return "dense<%s> : tensor<%dx%dxi64>" % (str(g.tolist()).replace(" ", ""), g.shape[0],
+                                               g.shape[1])
+
+
+def _block_slice_text(lines, out, src, global_t, local_t, vs, axes, coords, n, tag):
+    """Appends `out = this device's block of src` to lines: per sharded
+    dimension an offset table indexed by partition_id (%pid; %zero for the
+    others), then one dynamic_slice to the local type."""
+    lshape = list(ir.RankedTensorType(ir.Type.parse(str(local_t))).shape)
+    offs = []
+    for dim, dim_axes in enumerate(vs.dims):
+        if not dim_axes:
+            offs.append("%zero")
+            continue
+        table = [_dim_index(dim_axes, coords[p], axes) * lshape[dim] for p in range(n)]
+        tn = f"%{tag}_{dim}"
+        lines.append(f"{tn} = stablehlo.constant dense<{table}> : tensor<{n}xi32>".replace(", ", ","))
+        lines.append(f'{tn}s = "stablehlo.dynamic_slice"({tn}, %pid) <{{slice_sizes = '
+                     f"array<i64: 1>}}> : (tensor<{n}xi32>, tensor<i32>) -> tensor<1xi32>")
+        lines.append(f"{tn}o = stablehlo.reshape {tn}s : (tensor<1xi32>) -> tensor<i32>")
+        offs.append(f"{tn}o")
+    idx_types = ", ".join(["tensor<i32>"] * len(offs))
+    sizes_txt = ", ".join(map(str, lshape))
+    lines.append(f'{out} = "stablehlo.dynamic_slice"({src}, {", ".join(offs)}) '
+                 f"<{{slice_sizes = array<i64: {sizes_txt}>}}> : ({global_t}, {idx_types}) -> {local_t}")
+
+
 def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
     ftype = _func_type(main)
     arg_attrs = _func_attr_list(main, "arg_attrs", len(ftype.inputs))
@@ -710,8 +739,7 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
                 shape[dim] = rt.shape[dim]
                 nt = str(ir.RankedTensorType.get(shape, rt.element_type))
                 g = np.array(groups, np.int64)
-                gtext = "dense<%s> : tensor<%dx%dxi64>" % (
-                    str(g.tolist()).replace(" ", ""), g.shape[0], g.shape[1])
+                gtext = _groups_text(g)
                 nxt = f"%g{i}_{dim}"
                 lines.append(
                     f'{nxt} = "stablehlo.all_gather"({cur}) <{{all_gather_dim = {dim} : i64, '
@@ -722,8 +750,7 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
             # Each device holds a partial sum: the value is their sum.
             et = ir.RankedTensorType(t).element_type
             g = np.array(_groups_for_dim(vs.unreduced, v_axes, v_ids), np.int64)
-            gtext = "dense<%s> : tensor<%dx%dxi64>" % (
-                str(g.tolist()).replace(" ", ""), g.shape[0], g.shape[1])
+            gtext = _groups_text(g)
             nxt = f"%u{i}"
             lines.append(
                 f'{nxt} = "stablehlo.all_reduce"({cur}) <{{channel_handle = '
@@ -779,23 +806,7 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
         if not any(vs.dims):
             rets.append(full)
             continue
-        lshape = list(ir.RankedTensorType(ir.Type.parse(lt)).shape)
-        offs = []
-        for dim, dim_axes in enumerate(vs.dims):
-            if not dim_axes:
-                offs.append("%zero")
-                continue
-            table = [_dim_index(dim_axes, coords[p], v_axes) * lshape[dim] for p in range(n)]
-            tn = f"%t{j}_{dim}"
-            lines.append(f"{tn} = stablehlo.constant dense<{table}> : tensor<{n}xi32>".replace(", ", ","))
-            lines.append(f'{tn}s = "stablehlo.dynamic_slice"({tn}, %pid) <{{slice_sizes = '
-                         f"array<i64: 1>}}> : (tensor<{n}xi32>, tensor<i32>) -> tensor<1xi32>")
-            lines.append(f"{tn}o = stablehlo.reshape {tn}s : (tensor<1xi32>) -> tensor<i32>")
-            offs.append(f"{tn}o")
-        idx_types = ", ".join(["tensor<i32>"] * len(offs))
-        sizes_txt = ", ".join(map(str, lshape))
-        lines.append(f'%s{j} = "stablehlo.dynamic_slice"({full}, {", ".join(offs)}) '
-                     f"<{{slice_sizes = array<i64: {sizes_txt}>}}> : ({t}, {idx_types}) -> {lt}")
+        _block_slice_text(lines, f"%s{j}", full, t, lt, vs, v_axes, coords, n, f"t{j}")
         rets.append(f"%s{j}")
     if rets:
         lines.append(f"return {', '.join(rets)} : {', '.join(ret_types)}")
@@ -844,8 +855,7 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
 
         def sum_over(cur, cur_t, et, groups_axes, axes, ids):
             g = np.array(_groups_for_dim(groups_axes, axes, ids), np.int64)
-            gtext = "dense<%s> : tensor<%dx%dxi64>" % (
-                str(g.tolist()).replace(" ", ""), g.shape[0], g.shape[1])
+            gtext = _groups_text(g)
             h = next(handle)
             lines.append(
                 f'%sum{h} = "stablehlo.all_reduce"({cur}) <{{channel_handle = '
@@ -915,24 +925,8 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
             if vs is None or not any(vs.dims) or str(gt) == str(lt) or not _is_ranked(gt):
                 call_args.append(params_src)
                 continue
-            coords = _coords_of_partition(axes, ids)
-            lshape = list(ir.RankedTensorType(lt).shape)
-            offs = []
-            for dim, dim_axes in enumerate(vs.dims):
-                if not dim_axes:
-                    offs.append("%zero")
-                    continue
-                table = [_dim_index(dim_axes, coords[p], axes) * lshape[dim] for p in range(n)]
-                tn = f"%t{i}_{dim}"
-                lines.append(f"{tn} = stablehlo.constant dense<{table}> : tensor<{n}xi32>".replace(", ", ","))
-                lines.append(f'{tn}s = "stablehlo.dynamic_slice"({tn}, %pid) <{{slice_sizes = '
-                             f"array<i64: 1>}}> : (tensor<{n}xi32>, tensor<i32>) -> tensor<1xi32>")
-                lines.append(f"{tn}o = stablehlo.reshape {tn}s : (tensor<1xi32>) -> tensor<i32>")
-                offs.append(f"{tn}o")
-            idx_types = ", ".join(["tensor<i32>"] * len(offs))
-            sizes_txt = ", ".join(map(str, lshape))
-            lines.append(f'%l{i} = "stablehlo.dynamic_slice"({params_src}, {", ".join(offs)}) '
-                         f"<{{slice_sizes = array<i64: {sizes_txt}>}}> : ({gt}, {idx_types}) -> {lt}")
+            _block_slice_text(lines, f"%l{i}", params_src, gt, lt, vs, axes,
+                              _coords_of_partition(axes, ids), n, f"t{i}")
             call_args.append(f"%l{i}")
         in_t = ", ".join(str(t) for t in local_in)
         out_t = ", ".join(str(t) for t in local_out)
@@ -954,8 +948,7 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
                     if not dim_axes:
                         continue
                     g = np.array(_groups_for_dim(dim_axes, axes, ids), np.int64)
-                    gtext = "dense<%s> : tensor<%dx%dxi64>" % (
-                        str(g.tolist()).replace(" ", ""), g.shape[0], g.shape[1])
+                    gtext = _groups_text(g)
                     shape[dim] = grt.shape[dim]
                     nt = str(ir.RankedTensorType.get(shape, grt.element_type))
                     nxt = f"%o{j}_{dim}"
