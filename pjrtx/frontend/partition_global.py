@@ -1,0 +1,481 @@
+"""The global path of pjrtx's partitioning (partition.py decides when):
+every device gathers the arguments, runs the whole program and keeps its
+shard of each result; shard_map regions inside it still run per device.
+Correct for any program, at N times the compute."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir import passmanager
+
+from pjrtx.frontend.partition import (
+    PartitionInfo, ValueSharding, _attr_names, _axis_ref_coord, _axis_ref_size,
+    _coords_of_partition, _dict_without_sdy,
+    _dim_index, _func_attr_list, _func_type, _is_ranked, _main, _mesh_info, _meshes, _op_name,
+    _parse_sharding, _read_shardings, _value_mesh_names, _walk, inline_calls, sdy,
+)
+
+
+def _zero_text(element_type) -> str:
+    t = str(element_type)
+    if t == "i1":
+        return "false"
+    if t.startswith("complex"):
+        return "(0.000000e+00,0.000000e+00)"
+    if t.startswith(("i", "ui", "si")):
+        return "0"
+    return "0.000000e+00"
+
+
+def _groups_for_dim(dim_axes, mesh_axes, device_ids):
+    """Partition groups that all-gather one dim: partitions that differ only in
+    the (sub)axes of that dim, each group ordered by shard index."""
+    sizes = dict(mesh_axes)
+    coords = _coords_of_partition(mesh_axes, device_ids)
+    groups = {}
+    for p, c in coords.items():
+        rest = dict(c)
+        for ref in dim_axes:
+            name = ref.split(":")[0]
+            pre = int(ref.split(":(")[1].split(")")[0]) if ":" in ref else 1
+            rest[name] -= _axis_ref_coord(ref, c, sizes) * pre
+        key = tuple(sorted(rest.items()))
+        groups.setdefault(key, []).append((_dim_index(dim_axes, c, mesh_axes), p))
+    out = [[p for _, p in sorted(g)] for g in groups.values()]
+    out.sort()
+    return out
+
+
+def _groups_text(g) -> str:
+    """A replica_groups attribute for an int64 array of partition groups."""
+    return "dense<%s> : tensor<%dx%dxi64>" % (str(g.tolist()).replace(" ", ""), g.shape[0],
+                                               g.shape[1])
+
+
+def _block_slice_text(lines, out, src, global_t, local_t, vs, axes, coords, n, tag):
+    """Appends `out = this device's block of src` to lines: per sharded
+    dimension an offset table indexed by partition_id (%pid; %zero for the
+    others), then one dynamic_slice to the local type."""
+    lshape = list(ir.RankedTensorType(ir.Type.parse(str(local_t))).shape)
+    offs = []
+    for dim, dim_axes in enumerate(vs.dims):
+        if not dim_axes:
+            offs.append("%zero")
+            continue
+        table = [_dim_index(dim_axes, coords[p], axes) * lshape[dim] for p in range(n)]
+        tn = f"%{tag}_{dim}"
+        lines.append(f"{tn} = stablehlo.constant dense<{table}> : tensor<{n}xi32>".replace(", ", ","))
+        lines.append(f'{tn}s = "stablehlo.dynamic_slice"({tn}, %pid) <{{slice_sizes = '
+                     f"array<i64: 1>}}> : (tensor<{n}xi32>, tensor<i32>) -> tensor<1xi32>")
+        lines.append(f"{tn}o = stablehlo.reshape {tn}s : (tensor<1xi32>) -> tensor<i32>")
+        offs.append(f"{tn}o")
+    idx_types = ", ".join(["tensor<i32>"] * len(offs))
+    sizes_txt = ", ".join(map(str, lshape))
+    lines.append(f'{out} = "stablehlo.dynamic_slice"({src}, {", ".join(offs)}) '
+                 f"<{{slice_sizes = array<i64: {sizes_txt}>}}> : ({global_t}, {idx_types}) -> {local_t}")
+
+
+def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
+    ftype = _func_type(main)
+    arg_attrs = _func_attr_list(main, "arg_attrs", len(ftype.inputs))
+    res_attrs = _func_attr_list(main, "res_attrs", len(ftype.results))
+    def mesh_of(vs):
+        # A value may live on its own mesh (the same devices in another
+        # order, e.g. a reshard between two meshes).
+        a, i = vs.mesh if vs is not None and vs.mesh else (axes, ids)
+        return a, i, dict(a), _coords_of_partition(a, i)
+    lines, params, handle = [], [], itertools.count(1)
+
+    def local_type(t, vs, what):
+        if vs is None or not _is_ranked(t):
+            return str(t)
+        rt = ir.RankedTensorType(t)
+        shape = list(rt.shape)
+        sizes = mesh_of(vs)[2]
+        for d, dim_axes in enumerate(vs.dims):
+            k = math.prod(_axis_ref_size(a, sizes) for a in dim_axes)
+            if shape[d] % k:
+                raise ValueError(f"pjrtx: {what} dim {d} of {t} does not divide over {k} devices")
+            shape[d] //= k
+        return str(ir.RankedTensorType.get(shape, rt.element_type))
+
+    def dict_text(d):
+        kept = _dict_without_sdy(d)
+        return (" " + str(ir.DictAttr.get(kept))) if kept else ""
+
+    call_args = []
+    for i, (t, vs, d) in enumerate(zip(ftype.inputs, args, arg_attrs)):
+        lt = local_type(t, vs, f"argument {i}")
+        params.append(f"%a{i}: {lt}{dict_text(d)}")
+        cur, cur_t = f"%a{i}", lt
+        v_axes, v_ids, _, _ = mesh_of(vs)
+        if vs is not None and _is_ranked(t):
+            rt = ir.RankedTensorType(t)
+            shape = list(ir.RankedTensorType(ir.Type.parse(lt)).shape)
+            for dim, dim_axes in enumerate(vs.dims):
+                if not dim_axes:
+                    continue
+                groups = _groups_for_dim(dim_axes, v_axes, v_ids)
+                shape[dim] = rt.shape[dim]
+                nt = str(ir.RankedTensorType.get(shape, rt.element_type))
+                g = np.array(groups, np.int64)
+                gtext = _groups_text(g)
+                nxt = f"%g{i}_{dim}"
+                lines.append(
+                    f'{nxt} = "stablehlo.all_gather"({cur}) <{{all_gather_dim = {dim} : i64, '
+                    f"channel_handle = #stablehlo.channel_handle<handle = {next(handle)}, type = 1>, "
+                    f"replica_groups = {gtext}, use_global_device_ids}}> : ({cur_t}) -> {nt}")
+                cur, cur_t = nxt, nt
+        if vs is not None and vs.unreduced and _is_ranked(t):
+            # Each device holds a partial sum: the value is their sum.
+            et = ir.RankedTensorType(t).element_type
+            g = np.array(_groups_for_dim(vs.unreduced, v_axes, v_ids), np.int64)
+            gtext = _groups_text(g)
+            nxt = f"%u{i}"
+            lines.append(
+                f'{nxt} = "stablehlo.all_reduce"({cur}) <{{channel_handle = '
+                f"#stablehlo.channel_handle<handle = {next(handle)}, type = 1>, "
+                f"replica_groups = {gtext}, use_global_device_ids}}> ({{\n"
+                f"    ^bb0(%p{i}: tensor<{et}>, %q{i}: tensor<{et}>):\n"
+                f"      %s{i} = stablehlo.add %p{i}, %q{i} : tensor<{et}>\n"
+                f"      stablehlo.return %s{i} : tensor<{et}>\n"
+                f"    }}) : ({cur_t}) -> {cur_t}")
+            cur = nxt
+        call_args.append(cur)
+    in_types = ", ".join(str(t) for t in ftype.inputs)
+    out_types = ", ".join(str(t) for t in ftype.results)
+    nres = len(ftype.results)
+    if nres:
+        lines.append(f"%r:{nres} = func.call @{callee}({', '.join(call_args)}) : "
+                     f"({in_types}) -> ({out_types})")
+    else:
+        lines.append(f"func.call @{callee}({', '.join(call_args)}) : ({in_types}) -> ()")
+    rets, ret_types, res_params = [], [], []
+    need_pid = any(vs is not None for vs in results)
+    if need_pid:
+        lines.append("%pid_u = stablehlo.partition_id : tensor<ui32>")
+        lines.append("%pid = stablehlo.convert %pid_u : (tensor<ui32>) -> tensor<i32>")
+        lines.append("%zero = stablehlo.constant dense<0> : tensor<i32>")
+    for j, (t, vs, d) in enumerate(zip(ftype.results, results, res_attrs)):
+        lt = local_type(t, vs, f"result {j}")
+        res_params.append(f"{lt}{dict_text(d)}")
+        ret_types.append(lt)
+        if vs is None or not _is_ranked(t):
+            rets.append(f"%r#{j}")
+            continue
+        rt = ir.RankedTensorType(t)
+        v_axes, _, _, coords = mesh_of(vs)
+        full = f"%r#{j}"
+        if vs.unreduced:
+            # Unreduced: the first device of each group holds the value, the
+            # others zeros, so the group's sum is the value.
+            et = rt.element_type
+            first = [_dim_index(vs.unreduced, coords[p], v_axes) == 0 for p in range(n)]
+            ft = f"%f{j}"
+            lines.append(f"{ft} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
+                         .replace(", ", ","))
+            lines.append(f'{ft}s = "stablehlo.dynamic_slice"({ft}, %pid) <{{slice_sizes = '
+                         f"array<i64: 1>}}> : (tensor<{n}xi1>, tensor<i32>) -> tensor<1xi1>")
+            lines.append(f"{ft}o = stablehlo.reshape {ft}s : (tensor<1xi1>) -> tensor<i1>")
+            lines.append(f"{ft}b = stablehlo.broadcast_in_dim {ft}o, dims = [] : "
+                         f"(tensor<i1>) -> tensor<{'x'.join(map(str, rt.shape))}{'x' if rt.shape else ''}i1>")
+            lines.append(f"{ft}z = stablehlo.constant dense<{_zero_text(et)}> : {t}")
+            lines.append(f"{ft}v = stablehlo.select {ft}b, %r#{j}, {ft}z : "
+                         f"tensor<{'x'.join(map(str, rt.shape))}{'x' if rt.shape else ''}i1>, {t}")
+            full = f"{ft}v"
+        if not any(vs.dims):
+            rets.append(full)
+            continue
+        _block_slice_text(lines, f"%s{j}", full, t, lt, vs, v_axes, coords, n, f"t{j}")
+        rets.append(f"%s{j}")
+    if rets:
+        lines.append(f"return {', '.join(rets)} : {', '.join(ret_types)}")
+    else:
+        lines.append("return")
+    body = "\n    ".join(lines)
+    return (f"module {{\n  func.func private @{callee}({in_types}) -> ({out_types})\n"
+            f"  func.func public @main({', '.join(params)}) -> ({', '.join(res_params)}) {{\n"
+            f"    {body}\n  }}\n}}\n")
+
+
+def _manual_on_global(module, n: int, meshes: dict) -> None:
+    """A shard_map/pmap body (sdy.manual_computation) inside a program that
+    takes the global path: each device slices the global operands down to
+    its block along the manual axes (partition_id tables), runs the body as
+    written (its collectives are per device) and all-gathers its results
+    back along those axes. Axes the region leaves to the compiler stay
+    whole, as everything on the global path does."""
+    from jaxlib.mlir.dialects import func as func_d
+
+    counter = itertools.count()
+    while True:
+        ops = [o for o in _walk(_main(module)) if _op_name(o) == "sdy.manual_computation"]
+        if not ops:
+            return
+        op = ops[0]
+        # Outermost first: a nested region (axis_index in a partially manual
+        # region nests one over the other axes) lands in main with the outer
+        # body and is taken next; it slices and gathers along its own axes
+        # only, within the outer block.
+        k = next(counter)
+        # #sdy<manual_axes{"x", "y"}> (the bindings give no accessor)
+        manual = re.findall(r'"([^"]+)"', str(op.attributes["manual_axes"]))
+        in_sh = list(sdy.TensorShardingPerValueAttr(op.attributes["in_shardings"]).shardings)
+        out_sh = list(sdy.TensorShardingPerValueAttr(op.attributes["out_shardings"]).shardings)
+
+        def manual_only(attr):
+            name, vs, _ = _parse_sharding(attr, meshes)
+            if name is None or name not in meshes:
+                raise ValueError("pjrtx: a shard_map region on an inline mesh")
+            axes, ids = _mesh_info(meshes[name], n)
+            dims = tuple(tuple(a for a in d if a.split(":")[0] in manual)
+                         for d in (vs.dims if vs else ()))
+            unr = tuple(a for a in (vs.unreduced if vs else ()) if a.split(":")[0] in manual)
+            return (ValueSharding(dims, unr) if any(dims) or unr else None), axes, ids
+
+        def sum_over(cur, cur_t, et, groups_axes, axes, ids):
+            g = np.array(_groups_for_dim(groups_axes, axes, ids), np.int64)
+            gtext = _groups_text(g)
+            h = next(handle)
+            lines.append(
+                f'%sum{h} = "stablehlo.all_reduce"({cur}) <{{channel_handle = '
+                f"#stablehlo.channel_handle<handle = {h}, type = 1>, "
+                f"replica_groups = {gtext}, use_global_device_ids}}> ({{\n"
+                f"    ^bb0(%p{h}: tensor<{et}>, %q{h}: tensor<{et}>):\n"
+                f"      %s{h} = stablehlo.add %p{h}, %q{h} : tensor<{et}>\n"
+                f"      stablehlo.return %s{h} : tensor<{et}>\n"
+                f"    }}) : ({cur_t}) -> {cur_t}")
+            return f"%sum{h}"
+
+        def first_only(cur, cur_t, et, shape, groups_axes, axes, ids):
+            # partial sums whose total is the value: the value on the first
+            # device of each group, zeros on the others
+            coords = _coords_of_partition(axes, ids)
+            first = [_dim_index(groups_axes, coords[p], axes) == 0 for p in range(n)]
+            h = next(handle)
+            pt = f"tensor<{''.join(f'{d}x' for d in shape)}i1>"
+            lines.append(f"%fi{h} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
+                         .replace(", ", ","))
+            lines.append(f'%fi{h}s = "stablehlo.dynamic_slice"(%fi{h}, %pid) <{{slice_sizes = '
+                         f"array<i64: 1>}}> : (tensor<{n}xi1>, tensor<i32>) -> tensor<1xi1>")
+            lines.append(f"%fi{h}o = stablehlo.reshape %fi{h}s : (tensor<1xi1>) -> tensor<i1>")
+            lines.append(f"%fi{h}b = stablehlo.broadcast_in_dim %fi{h}o, dims = [] : (tensor<i1>) -> {pt}")
+            lines.append(f"%fi{h}z = stablehlo.constant dense<{_zero_text(et)}> : {cur_t}")
+            lines.append(f"%fi{h}v = stablehlo.select %fi{h}b, {cur}, %fi{h}z : {pt}, {cur_t}")
+            return f"%fi{h}v"
+
+        block = op.regions[0].blocks[0]
+        local_in = [a.type for a in block.arguments]
+        term = list(block.operations)[-1]
+        local_out = [v.type for v in term.operands]
+        glob_in = [v.type for v in op.operands]
+        glob_out = [r.type for r in op.results]
+        # The body becomes a private function (the region is isolated from
+        # above, so it reads only its arguments).
+        body_name = f"__pjrtx_manual_body_{k}"
+        with ir.InsertionPoint(module.body):
+            fn = func_d.FuncOp(body_name, (local_in, local_out))
+            fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            entry = fn.add_entry_block()
+        for old_arg, new_arg in zip(block.arguments, entry.arguments):
+            old_arg.replace_all_uses_with(new_arg)
+        ip = ir.InsertionPoint(entry)
+        for o in list(block.operations):
+            o.detach_from_parent()
+            ip.insert(o)
+        term = list(entry.operations)[-1]
+        with ir.InsertionPoint(term), term.location:
+            func_d.ReturnOp(list(term.operands))
+        term.erase()
+        # The wrapper: slice in, call, gather out.
+        lines, handle = [], itertools.count(1000 * (k + 1))
+        lines.append("%pid_u = stablehlo.partition_id : tensor<ui32>")
+        lines.append("%pid = stablehlo.convert %pid_u : (tensor<ui32>) -> tensor<i32>")
+        lines.append("%zero = stablehlo.constant dense<0> : tensor<i32>")
+        params, call_args = [], []
+        for i, (gt, lt, attr) in enumerate(zip(glob_in, local_in, in_sh)):
+            params.append(f"%g{i}: {gt}")
+            vs, axes, ids = manual_only(attr)
+            if vs is not None and vs.unreduced and _is_ranked(gt):
+                rt = ir.RankedTensorType(gt)
+                params_src = first_only(f"%g{i}", str(gt), rt.element_type, list(rt.shape),
+                                        vs.unreduced, axes, ids)
+            else:
+                params_src = f"%g{i}"
+            if vs is None or not any(vs.dims) or str(gt) == str(lt) or not _is_ranked(gt):
+                call_args.append(params_src)
+                continue
+            _block_slice_text(lines, f"%l{i}", params_src, gt, lt, vs, axes,
+                              _coords_of_partition(axes, ids), n, f"t{i}")
+            call_args.append(f"%l{i}")
+        in_t = ", ".join(str(t) for t in local_in)
+        out_t = ", ".join(str(t) for t in local_out)
+        nres = len(local_out)
+        call = f"func.call @{body_name}({', '.join(call_args)}) : ({in_t}) -> ({out_t})"
+        lines.append(f"%r:{nres} = {call}" if nres else call)
+        rets = []
+        for j, (gt, lt, attr) in enumerate(zip(glob_out, local_out, out_sh)):
+            vs, axes, ids = manual_only(attr)
+            cur, cur_t = f"%r#{j}", str(lt)
+            if vs is not None and vs.unreduced and _is_ranked(lt):
+                # the devices hold partial sums: the value is their sum
+                cur = sum_over(cur, cur_t, ir.RankedTensorType(lt).element_type, vs.unreduced,
+                               axes, ids)
+            if vs is not None and any(vs.dims) and str(gt) != str(lt) and _is_ranked(gt):
+                shape = list(ir.RankedTensorType(lt).shape)
+                grt = ir.RankedTensorType(gt)
+                for dim, dim_axes in enumerate(vs.dims):
+                    if not dim_axes:
+                        continue
+                    g = np.array(_groups_for_dim(dim_axes, axes, ids), np.int64)
+                    gtext = _groups_text(g)
+                    shape[dim] = grt.shape[dim]
+                    nt = str(ir.RankedTensorType.get(shape, grt.element_type))
+                    nxt = f"%o{j}_{dim}"
+                    lines.append(
+                        f'{nxt} = "stablehlo.all_gather"({cur}) <{{all_gather_dim = {dim} : i64, '
+                        f"channel_handle = #stablehlo.channel_handle<handle = {next(handle)}, type = 1>, "
+                        f"replica_groups = {gtext}, use_global_device_ids}}> : ({cur_t}) -> {nt}")
+                    cur, cur_t = nxt, nt
+            rets.append(cur)
+        glob_out_t = ", ".join(str(t) for t in glob_out)
+        if rets:
+            lines.append(f"return {', '.join(rets)} : {glob_out_t}")
+        else:
+            lines.append("return")
+        wrap_name = f"__pjrtx_manual_{k}"
+        body = "\n    ".join(lines)
+        text = (f"module {{\n  func.func private @{body_name}({in_t}) -> ({out_t})\n"
+                f"  func.func private @{wrap_name}({', '.join(params)}) -> ({glob_out_t}) {{\n"
+                f"    {body}\n  }}\n}}\n")
+        wrapper = ir.Module.parse(text)
+        wfn = [o for o in wrapper.body.operations if o.attributes["sym_name"].value == wrap_name][0]
+        wfn.operation.clone(ip=ir.InsertionPoint(module.body))
+        with ir.InsertionPoint(op), op.location:
+            c = func_d.CallOp(list(op.results.types) if hasattr(op.results, "types")
+                              else [r.type for r in op.results],
+                              ir.FlatSymbolRefAttr.get(wrap_name), list(op.operands))
+        for r_old, r_new in zip(op.results, c.results):
+            r_old.replace_all_uses_with(r_new)
+        op.erase()
+        inline_calls(module)
+
+
+def _strip_sdy(module):
+    """Drops sdy ops that only annotate (constraints, reshards, barriers) and
+    every sdy attribute, and the meshes."""
+    for o in list(_walk(module.operation)):
+        name = _op_name(o)
+        if name in ("sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier"):
+            o.results[0].replace_all_uses_with(o.operands[0])
+            o.erase()
+        elif name == "sdy.sharding_group":  # shard_alike's hint: no results
+            o.erase()
+        elif name.startswith("sdy.") and name != "sdy.mesh":
+            raise ValueError(f"pjrtx: {name} cannot run on the global path")
+    for o in itertools.chain([module.operation], _walk(module.operation)):
+        for key in [a for a in _attr_names(o) if a.startswith("sdy.")]:
+            del o.attributes[key]
+        if _op_name(o) == "func.func":
+            for key in ("arg_attrs", "res_attrs"):
+                if key in o.attributes:
+                    arr = o.attributes[key]
+                    o.attributes[key] = ir.ArrayAttr.get(
+                        [ir.DictAttr.get(_dict_without_sdy(ir.DictAttr(arr[i])))
+                         for i in range(len(arr))])
+    for o in list(module.body.operations):
+        if _op_name(o) == "sdy.mesh":
+            o.operation.erase()
+
+
+def _propagated_results(module, n: int, meshes: dict) -> dict:
+    """For results the program leaves to the compiler (no sdy.sharding, or
+    open dimensions), the sharding Shardy's propagation picks: the global
+    path then hands each device that shard, and reports it, as XLA's
+    partitioner would (instead of replicating). Propagation alone never
+    reaches the converter whose CHECKs abort; a failure means replicated."""
+    main = _main(module)
+    ftype = _func_type(main)
+    attrs = _func_attr_list(main, "res_attrs", len(ftype.results))
+    open_ = [i for i, d in enumerate(attrs)
+             if "sdy.sharding" not in d or "?" in str(d["sdy.sharding"])]
+    if not open_ or not meshes:
+        return {}
+    try:
+        work = ir.Module.parse(str(module))
+        passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(
+            work.operation)
+        wmain = _main(work)
+        res, _, _ = _read_shardings(wmain, _meshes(work), "result")
+        names = _value_mesh_names(wmain, "result")
+    except Exception:  # noqa: BLE001 - propagation is a nicety here
+        return {}
+    out = {}
+    for i in open_:
+        vs = res[i]
+        if vs is None or vs.unreduced or names[i] not in meshes:
+            continue
+        axes, _ = _mesh_info(meshes[names[i]], n)
+        sizes = dict(axes)
+        try:
+            shape = ir.RankedTensorType(ftype.results[i]).shape
+        except (ValueError, TypeError):
+            continue
+        if all(d % math.prod(_axis_ref_size(a, sizes) for a in dim) == 0
+               for d, dim in zip(shape, vs.dims)):
+            out[i] = (vs, names[i])
+    return out
+
+
+def localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo:
+    main = _main(module)
+    propagated = _propagated_results(module, n, meshes)
+    if any(_op_name(o) == "sdy.manual_computation" for o in _walk(main)):
+        _manual_on_global(module, n, meshes)
+        main = _main(module)
+    args, used_a, unr_a = _read_shardings(main, meshes, "arg")
+    results, used_r, unr_r = _read_shardings(main, meshes, "result")
+    for i, (vs, name) in propagated.items():
+        results[i] = vs
+        used_r.add(name)
+    used = (used_a | used_r)
+    if None in used:
+        raise ValueError("pjrtx: inline meshes in main's shardings are not supported")
+    used = sorted(u for u in used if len(list(meshes[u].axes)) > 0)
+    if used:
+        axes, ids = _mesh_info(meshes[used[0]], n)
+    elif meshes:
+        axes, ids = _mesh_info(next(iter(meshes.values())), n)
+    else:
+        axes, ids = (), tuple(range(n))
+    for a, i in [(axes, ids)] + [_mesh_info(meshes[u], n) for u in used]:
+        if a and (math.prod(s for _, s in a) != n or sorted(i) != list(range(n))):
+            raise ValueError(f"pjrtx: mesh {a} (device_ids {i}) does not cover {n} partitions")
+    # Values on another mesh than the first carry theirs.
+    for which, vals in (("arg", args), ("result", results)):
+        for k, name in enumerate(_value_mesh_names(main, which)):
+            if vals[k] is not None and name in meshes and _mesh_info(meshes[name], n) != (axes, ids):
+                vals[k] = dataclasses.replace(vals[k], mesh=_mesh_info(meshes[name], n))
+    for i, (vs, name) in propagated.items():
+        if _mesh_info(meshes[name], n) != (axes, ids):
+            results[i] = dataclasses.replace(vs, mesh=_mesh_info(meshes[name], n))
+    callee = "__pjrtx_global_main"
+    if any(args) or any(results):
+        text = _global_wrapper_text(main, n, axes, ids, args, results, callee)
+        main.attributes["sym_name"] = ir.StringAttr.get(callee)
+        main.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        for key in ("arg_attrs", "res_attrs"):
+            if key in main.attributes:
+                del main.attributes[key]
+        wrapper = ir.Module.parse(text)
+        new_main = [o for o in wrapper.body.operations
+                    if o.attributes["sym_name"].value == "main"][0]
+        new_main.operation.clone(ip=ir.InsertionPoint(module.body))
+        inline_calls(module)
+    _strip_sdy(module)
+    return PartitionInfo("global", reason, n, axes, ids, args, results)
