@@ -57,6 +57,24 @@ def _groups_text(g) -> str:
                                                g.shape[1])
 
 
+def _first_only_text(lines, tag, src, t, groups_axes, axes, coords, n) -> str:
+    """Appends a value whose group sum is src (unreduced over groups_axes):
+    src on the first device of each group, zeros on the others; returns
+    its name."""
+    rt = ir.RankedTensorType(t)
+    first = [_dim_index(groups_axes, coords[p], axes) == 0 for p in range(n)]
+    pred_t = f"tensor<{''.join(f'{d}x' for d in rt.shape)}i1>"
+    lines.append(f"{tag} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
+                 .replace(", ", ","))
+    lines.append(f'{tag}s = "stablehlo.dynamic_slice"({tag}, %pid) <{{slice_sizes = '
+                 f"array<i64: 1>}}> : (tensor<{n}xi1>, tensor<i32>) -> tensor<1xi1>")
+    lines.append(f"{tag}o = stablehlo.reshape {tag}s : (tensor<1xi1>) -> tensor<i1>")
+    lines.append(f"{tag}b = stablehlo.broadcast_in_dim {tag}o, dims = [] : (tensor<i1>) -> {pred_t}")
+    lines.append(f"{tag}z = stablehlo.constant dense<{_zero_text(rt.element_type)}> : {t}")
+    lines.append(f"{tag}v = stablehlo.select {tag}b, {src}, {tag}z : {pred_t}, {t}")
+    return f"{tag}v"
+
+
 def _block_slice_text(lines, out, src, global_t, local_t, vs, axes, coords, n, tag):
     """Appends `out = this device's block of src` to lines: per sharded
     dimension an offset table indexed by partition_id (%pid; %zero for the
@@ -174,20 +192,8 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
         if vs.unreduced:
             # Unreduced: the first device of each group holds the value, the
             # others zeros, so the group's sum is the value.
-            et = rt.element_type
-            first = [_dim_index(vs.unreduced, coords[p], v_axes) == 0 for p in range(n)]
-            ft = f"%f{j}"
-            lines.append(f"{ft} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
-                         .replace(", ", ","))
-            lines.append(f'{ft}s = "stablehlo.dynamic_slice"({ft}, %pid) <{{slice_sizes = '
-                         f"array<i64: 1>}}> : (tensor<{n}xi1>, tensor<i32>) -> tensor<1xi1>")
-            lines.append(f"{ft}o = stablehlo.reshape {ft}s : (tensor<1xi1>) -> tensor<i1>")
-            lines.append(f"{ft}b = stablehlo.broadcast_in_dim {ft}o, dims = [] : "
-                         f"(tensor<i1>) -> tensor<{'x'.join(map(str, rt.shape))}{'x' if rt.shape else ''}i1>")
-            lines.append(f"{ft}z = stablehlo.constant dense<{_zero_text(et)}> : {t}")
-            lines.append(f"{ft}v = stablehlo.select {ft}b, %r#{j}, {ft}z : "
-                         f"tensor<{'x'.join(map(str, rt.shape))}{'x' if rt.shape else ''}i1>, {t}")
-            full = f"{ft}v"
+            full = _first_only_text(lines, f"%f{j}", f"%r#{j}", t, vs.unreduced, v_axes,
+                                    coords, n)
         if not any(vs.dims):
             rets.append(full)
             continue
@@ -252,23 +258,6 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
                 f"    }}) : ({cur_t}) -> {cur_t}")
             return f"%sum{h}"
 
-        def first_only(cur, cur_t, et, shape, groups_axes, axes, ids):
-            # partial sums whose total is the value: the value on the first
-            # device of each group, zeros on the others
-            coords = _coords_of_partition(axes, ids)
-            first = [_dim_index(groups_axes, coords[p], axes) == 0 for p in range(n)]
-            h = next(handle)
-            pt = f"tensor<{''.join(f'{d}x' for d in shape)}i1>"
-            lines.append(f"%fi{h} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
-                         .replace(", ", ","))
-            lines.append(f'%fi{h}s = "stablehlo.dynamic_slice"(%fi{h}, %pid) <{{slice_sizes = '
-                         f"array<i64: 1>}}> : (tensor<{n}xi1>, tensor<i32>) -> tensor<1xi1>")
-            lines.append(f"%fi{h}o = stablehlo.reshape %fi{h}s : (tensor<1xi1>) -> tensor<i1>")
-            lines.append(f"%fi{h}b = stablehlo.broadcast_in_dim %fi{h}o, dims = [] : (tensor<i1>) -> {pt}")
-            lines.append(f"%fi{h}z = stablehlo.constant dense<{_zero_text(et)}> : {cur_t}")
-            lines.append(f"%fi{h}v = stablehlo.select %fi{h}b, {cur}, %fi{h}z : {pt}, {cur_t}")
-            return f"%fi{h}v"
-
         block = op.regions[0].blocks[0]
         local_in = [a.type for a in block.arguments]
         term = list(block.operations)[-1]
@@ -302,9 +291,8 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
             params.append(f"%g{i}: {gt}")
             vs, axes, ids = manual_only(attr)
             if vs is not None and vs.unreduced and _is_ranked(gt):
-                rt = ir.RankedTensorType(gt)
-                params_src = first_only(f"%g{i}", str(gt), rt.element_type, list(rt.shape),
-                                        vs.unreduced, axes, ids)
+                params_src = _first_only_text(lines, f"%fi{i}", f"%g{i}", gt, vs.unreduced,
+                                              axes, _coords_of_partition(axes, ids), n)
             else:
                 params_src = f"%g{i}"
             if vs is None or not any(vs.dims) or str(gt) == str(lt) or not _is_ranked(gt):
