@@ -3,6 +3,8 @@
 #include "common/error.h"
 #include "compiler/verifier.h"
 
+#include <cstdint>
+
 namespace pjrtx::compiler {
 
 ValueId PlanBuilder::new_value(const TensorType& t) {

@@ -11,6 +11,7 @@
 // else is added to the enclosing region.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

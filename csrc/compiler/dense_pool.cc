@@ -1,5 +1,6 @@
 #include "compiler/dense_pool.h"
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 

@@ -4,6 +4,7 @@
 // compile time with its name and location.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 

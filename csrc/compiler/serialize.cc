@@ -1,5 +1,6 @@
 #include "compiler/serialize.h"
 
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 

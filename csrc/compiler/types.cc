@@ -1,6 +1,7 @@
 #include "compiler/types.h"
 
 #include <array>
+#include <cstdint>
 
 namespace pjrtx::compiler {
 

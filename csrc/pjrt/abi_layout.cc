@@ -8,6 +8,8 @@
 
 #include "pjrt/c_api.h"
 
+#include <cstdint>
+
 namespace pjrtx::pjrt {
 namespace {
 

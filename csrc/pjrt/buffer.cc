@@ -3,6 +3,8 @@
 #include "pjrt/error.h"
 #include "pjrt/handles.h"
 
+#include <cstdint>
+
 namespace pjrtx::pjrt {
 
 PJRT_Buffer* wrap_buffer(PJRT_Client* client, runtime::BufferPtr rt) {

@@ -24,6 +24,7 @@
 #ifndef PJRTX_PJRT_C_API_H_
 #define PJRTX_PJRT_C_API_H_
 
+#include <cstdint>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

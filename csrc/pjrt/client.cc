@@ -1,4 +1,5 @@
 // PJRT_Client entry points, compile included, and the client's topology.
+#include <cstdint>
 #include <cstring>
 
 #include "pjrt/entry_points.h"

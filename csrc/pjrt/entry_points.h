@@ -5,6 +5,8 @@
 
 #include "pjrt/c_api.h"
 
+#include <cstdint>
+
 // X(slot name without PJRT_): the implemented slots.
 #define PJRTX_IMPLEMENTED_SLOTS(X)                                            \
   X(Error_Destroy) X(Error_Message) X(Error_GetCode) X(Error_ForEachPayload)  \

@@ -1,5 +1,6 @@
 // PJRT_Executable and PJRT_LoadedExecutable entry points.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "pjrt/entry_points.h"

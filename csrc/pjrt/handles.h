@@ -3,6 +3,7 @@
 // (strings, dims, arrays of handles) for the handle's lifetime.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -2,6 +2,7 @@
 // the entry points.
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <iterator>
 #include <string>
 

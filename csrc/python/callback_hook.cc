@@ -8,6 +8,7 @@
 // that hold it never wait for this run while holding it (jaxlib releases the
 // GIL while it compiles, executes or waits for a buffer; the compile's
 // frontend step holds it but waits for nothing of ours).
+#include <cstdint>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 

@@ -1,6 +1,7 @@
 // PlanBuilder and Plan for the Python frontend. Types cross as
 // (dtype, shape) tuples; attributes as bool/int/float/str, lists of those, or
 // Dense objects (bytes, not Python lists, for large constants).
+#include <cstdint>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>

@@ -1,6 +1,7 @@
 #include "runtime/client.h"
 
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <thread>
 

@@ -8,6 +8,7 @@
 // offloading.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>

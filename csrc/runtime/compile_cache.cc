@@ -1,6 +1,7 @@
 #include "runtime/compile_cache.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <map>
 

@@ -1,6 +1,7 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/mlx/async_eval.h"
 #include "backend/mlx/collective_run.h"

@@ -1,6 +1,7 @@
 #include "runtime/sha256.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace pjrtx::runtime {

@@ -4,6 +4,7 @@
 // and then marks the outputs ready, in the order calls were made.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "backend/mlx/registry.h"

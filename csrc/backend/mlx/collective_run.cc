@@ -1,5 +1,6 @@
 #include "backend/mlx/collective_run.h"
 
+#include <cstdint>
 #include <mlx/transforms.h>
 
 #include "common/error.h"

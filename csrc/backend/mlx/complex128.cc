@@ -15,6 +15,7 @@
 #include "backend/mlx/complex128.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "backend/mlx/ops/common.h"

@@ -1,5 +1,6 @@
 #include "backend/mlx/constant_pool.h"
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 

@@ -1,5 +1,6 @@
 #include "backend/mlx/device.h"
 
+#include <cstdint>
 #include <mlx/backend/gpu/device_info.h>
 #include <mlx/backend/metal/metal.h>
 #include <mlx/memory.h>

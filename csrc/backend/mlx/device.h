@@ -2,6 +2,7 @@
 // the CPU. The runtime passes the user's preference (PJRTX_DEVICE).
 #pragma once
 
+#include <cstdint>
 #include <mlx/device.h>
 
 #include <string>

@@ -1,5 +1,6 @@
 #include "backend/mlx/dtype.h"
 
+#include <cstdint>
 #include <mlx/ops.h>
 
 #include "common/error.h"

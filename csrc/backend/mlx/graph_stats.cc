@@ -1,5 +1,6 @@
 #include "backend/mlx/graph_stats.h"
 
+#include <cstdint>
 #include <mlx/primitives.h>
 
 #include <atomic>

@@ -5,6 +5,7 @@
 // in the Registry (registry.h).
 #pragma once
 
+#include <cstdint>
 #include <mlx/array.h>
 
 #include <atomic>

@@ -1,5 +1,7 @@
 #include "backend/mlx/registry.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend {
 
 Registry::Registry()

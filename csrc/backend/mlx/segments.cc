@@ -9,6 +9,7 @@
 // float `maximum`) then cost one kernel launch per fused chain on Metal,
 // and no closure calls or result checks per step anywhere.
 #include <cmath>
+#include <cstdint>
 #include <mlx/compile.h>
 #include <mlx/ops.h>
 

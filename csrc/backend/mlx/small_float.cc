@@ -1,5 +1,6 @@
 #include "backend/mlx/small_float.h"
 
+#include <cstdint>
 #include <mlx/ops.h>
 
 #include <cmath>

@@ -5,6 +5,7 @@
 // type's overflow, NaN and zero rules, bit for bit what XLA:CPU does.
 #pragma once
 
+#include <cstdint>
 #include <mlx/array.h>
 
 #include "compiler/types.h"

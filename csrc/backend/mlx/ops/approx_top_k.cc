@@ -14,6 +14,7 @@
 // running the comparator at compile time on finite probes. Ties keep index
 // order (a stable sort; XLA's unstable sort leaves their order unspecified);
 // NaNs, which a plain GT/LT comparator leaves unordered in XLA, sort last.
+#include <cstdint>
 #include <string>
 #include <variant>
 #include <vector>

@@ -5,6 +5,8 @@
 // (MLX passes shift counts to C++ as is; >= width is undefined there).
 #include "backend/mlx/ops/common.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend {
 
 namespace {

@@ -15,6 +15,7 @@
 // callbacks with no results (debug.print).
 #include <atomic>
 #include <charconv>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>

@@ -17,6 +17,7 @@
 // Tokens order side effects; a plan runs its instructions in order, so a
 // token is a placeholder value (a bool scalar) that create_token and
 // after_all produce.
+#include <cstdint>
 #include <numeric>
 
 #include "backend/mlx/collective_run.h"

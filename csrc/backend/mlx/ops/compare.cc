@@ -3,6 +3,8 @@
 // -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
 #include "backend/mlx/ops/common.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend {
 
 namespace {

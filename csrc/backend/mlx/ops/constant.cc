@@ -2,6 +2,7 @@
 // every run hands out that same (immutable) array. The array is a view of
 // the plan's bytes (which the pool in compiler/dense_pool.h shares between
 // plans), so a weight is held once, not in the plan and again in MLX.
+#include <cstdint>
 #include <optional>
 
 #include "backend/mlx/ops/common.h"

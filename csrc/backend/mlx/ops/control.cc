@@ -7,6 +7,7 @@
 // bounded for loops of any length. A counted while (ops/counted_loop.h: a
 // fori_loop or scan) computes its trip count once at entry and runs the body
 // that many times, evaluating the state only every few iterations.
+#include <cstdint>
 #include <mlx/compile.h>
 #include <mlx/transforms.h>
 

@@ -5,6 +5,7 @@
 // and program.cc keeps the low 4 bits of the result, so int -> s4 wraps
 // (24 -> 8 -> -8) and float -> u4 saturates at 15 (all ones 0xff -> 15).
 #include <cmath>
+#include <cstdint>
 #include <functional>
 
 #include "backend/mlx/ops/common.h"

@@ -14,6 +14,7 @@
 //   is off by ~1e-8 in MLX 0.32), so f64 is a sum over kernel positions of
 //   strided input slices times the kernel tap, each an f64 matmul.
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "backend/mlx/ops/pad.h"

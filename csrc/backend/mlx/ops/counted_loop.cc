@@ -1,5 +1,6 @@
 #include "backend/mlx/ops/counted_loop.h"
 
+#include <cstdint>
 #include <mlx/ops.h>
 
 #include <map>

@@ -6,6 +6,7 @@
 // first (bf16 x bf16 -> f32 accumulates in f32). MLX's matmul takes floats
 // only, so integer and bool dots multiply and sum; complex uses four real
 // products.
+#include <cstdint>
 #include <numeric>
 
 #include "backend/mlx/ops/common.h"

@@ -3,6 +3,7 @@
 // INT_MIN/-1), shifts by >= the bit width (x86 masks the count), float
 // remainder (MLX's is Python's mod), sign(NaN), and integer power with a
 // negative exponent; the lowerings below emit the guards.
+#include <cstdint>
 #include <limits>
 
 #include "backend/mlx/ops/common.h"

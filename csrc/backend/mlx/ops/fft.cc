@@ -21,6 +21,7 @@
 // the error stays a few ulps times log n, as pocketfft's does. The 32-bit
 // transforms run on the default stream's device (GPU kernels on Metal and
 // CUDA, pocketfft on the CPU).
+#include <cstdint>
 #include <mlx/fft.h>
 
 #include <cmath>

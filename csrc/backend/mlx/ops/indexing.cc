@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <complex>
+#include <cstdint>
 #include <numeric>
 #include <optional>
 

@@ -5,6 +5,8 @@
 
 #include "backend/mlx/ops/common.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend::ops {
 
 // idx (any integer type) clamped to [0, hi] and cast to int32. Comparing in

@@ -16,6 +16,7 @@
 // MLX throws instead (the whole run fails), and LAPACK only fails on
 // non-finite input here, so a matrix holding NaN or inf is replaced by zeros
 // before the call and its outputs by NaN after it.
+#include <cstdint>
 #include <mlx/linalg.h>
 
 #include <map>

@@ -16,6 +16,7 @@
 // pairs, complex128.h) computes in std::complex<double>.
 // Zero-size operands never reach a host kernel.
 #include <complex>
+#include <cstdint>
 #include <string>
 
 #include "backend/mlx/host_kernel.h"

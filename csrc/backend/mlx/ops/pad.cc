@@ -3,6 +3,8 @@
 // negative edges, then write it into a full array of the padding value.
 #include "backend/mlx/ops/pad.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend {
 
 namespace ops {

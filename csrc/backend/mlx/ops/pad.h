@@ -4,6 +4,8 @@
 
 #include "backend/mlx/ops/common.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend::ops {
 
 // lo/hi/interior have one entry per dim of x; value is a scalar of x's type.

@@ -5,6 +5,7 @@
 // run the body as a pairwise tree. Reducing
 // over an empty dimension returns the init value broadcast (MLX's max/min
 // throw there).
+#include <cstdint>
 #include <mlx/primitives.h>
 
 #include <cstring>

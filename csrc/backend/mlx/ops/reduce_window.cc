@@ -15,6 +15,7 @@
 // once), through a mask of the real elements unless the init is the
 // body's identity.
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 

@@ -19,6 +19,7 @@
 // All words are u32 MLX arrays (adds wrap mod 2^32); Philox's 32x32 -> 64
 // multiplies run in u64. Rotation counts are constants in [6, 29].
 #include <array>
+#include <cstdint>
 
 #include "backend/mlx/ops/common.h"
 

@@ -9,6 +9,8 @@
 #include "backend/mlx/ops/combiner.h"
 #include "backend/mlx/ops/window.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend {
 
 namespace {

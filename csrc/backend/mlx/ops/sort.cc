@@ -13,6 +13,7 @@
 // n <= kMaxGeneralSortLength.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>

@@ -2,6 +2,7 @@
 // reshape, transpose, slice, concatenate, reverse, iota, and the identities
 // (optimization_barrier).
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 #include "backend/mlx/ops/common.h"

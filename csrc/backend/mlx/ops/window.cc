@@ -1,5 +1,7 @@
 #include "backend/mlx/ops/window.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend::ops {
 
 Window read_window(LowerCtx& ctx, int64_t rank) {

@@ -3,6 +3,8 @@
 
 #include "backend/mlx/ops/common.h"
 
+#include <cstdint>
+
 namespace pjrtx::backend::ops {
 
 struct Window {
