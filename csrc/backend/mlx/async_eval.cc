@@ -1,5 +1,6 @@
 #include "backend/mlx/async_eval.h"
 
+#include <cstdint>
 #include <mlx/device.h>
 #include <mlx/ops.h>
 #include <mlx/scheduler.h>
@@ -7,6 +8,7 @@
 
 #include <atomic>
 
+#include "backend/mlx/f64_scope.h"
 #include "backend/mlx/graph_stats.h"
 #include "common/spin.h"
 
@@ -27,6 +29,7 @@ bool all_available(const Arrays& arrays) {
 
 PendingEval eval_async(const Arrays& arrays) {
   note_eval(arrays);  // counts the run's own primitives, not the marker
+  CpuScope f64(arrays);  // a marker over f64 outputs cannot sit on a GPU stream
   // mx::depends forwards its first input's buffer (no kernel) once the
   // dependencies are computed.
   mx::array marker = mx::depends({mx::array(false)}, arrays)[0];

@@ -1,10 +1,12 @@
 #include "backend/mlx/program.h"
 
+#include <cstdint>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 
 #include "backend/mlx/complex128.h"
 #include "backend/mlx/dtype.h"
+#include "backend/mlx/f64_scope.h"
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/widen.h"
 #include "common/error.h"
@@ -98,18 +100,6 @@ bool touches(const compiler::Plan& plan, const Instruction& inst, compiler::DTyp
   for (auto v : inst.results) if (plan.type(v).dtype == t) return true;
   return false;
 }
-
-// MLX ops without an explicit stream use the default device's stream. The
-// default device is process-wide, so switching it around one kernel is safe
-// with one device; with several GPU devices (PJRTX_DEVICES) another
-// executor building a graph at that moment puts its ops on the CPU stream
-// too: slower, still correct (MLX fences between streams), and only where
-// f64 meets a GPU device.
-struct CpuDefaultDevice {
-  mx::Device prev = mx::default_device();
-  CpuDefaultDevice() { mx::set_default_device(mx::Device(mx::Device::cpu)); }
-  ~CpuDefaultDevice() { mx::set_default_device(prev); }
-};
 
 }  // namespace
 
@@ -218,7 +208,7 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
                      }));
     if (f64 && options_.gpu) {
       k = [k = std::move(k)](RunState& st, const Arrays& in) {
-        CpuDefaultDevice scope;
+        CpuScope scope;
         return k(st, in);
       };
     }

@@ -1,5 +1,6 @@
 #include "backend/mlx/transfer.h"
 
+#include <cstdint>
 #include <mlx/allocator.h>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
@@ -7,6 +8,7 @@
 #include <cstring>
 
 #include "backend/mlx/dtype.h"
+#include "backend/mlx/f64_scope.h"
 #include "common/error.h"
 
 namespace pjrtx::backend {
@@ -95,6 +97,7 @@ void array_to_host(const mx::array& a, compiler::DType t, void* dst, size_t dst_
   mx::array src = a;
   src.eval();
   if (!src.flags().row_contiguous) {
+    CpuScope f64(src);
     src = mx::contiguous(src);
     src.eval();
   }
@@ -111,12 +114,14 @@ mx::array materialized(const mx::array& a) {
   mx::array src = a;
   src.eval();
   if (src.flags().row_contiguous) return src;
+  CpuScope f64(src);
   mx::array copy = mx::contiguous(src);
   copy.eval();
   return copy;
 }
 
 mx::array copy_to_own_storage(const mx::array& a) {
+  CpuScope f64(a);
   mx::array copy = mx::copy(a);
   copy.eval();
   return copy;
