@@ -5,7 +5,11 @@
 #
 #   jax_smoke/gpu_check.sh OUT [PHASE ...]
 #
-# PHASE: doctor smoke tests conformance bench (default: all, in that order).
+# PHASE: doctor smoke tests conformance bench battery (default: all but
+# battery, in that order). battery: tests/test_multidevice.py's differential
+# battery on several pjrtx devices of the GPU, once per count in
+# BATTERY_DEVICES (default "8 2"; with fewer than 8, the programs whose meshes
+# do not fit skip).
 # Each phase writes OUT/PHASE.txt (its output) and appends a line to
 # OUT/summary.txt (rc and seconds); OUT/conformance/report.md holds the
 # per-file table. Environment:
@@ -14,7 +18,8 @@
 #   JOBS        test processes at once (the CPU count)
 #   CONF_FILES  upstream files to run (default: the "Core" block of
 #               third_party/jax_upstream/selection.txt)
-#   T_TESTS, T_CONF, T_BENCH   per-phase limits in seconds (240, 330, 200)
+#   T_TESTS, T_CONF, T_BENCH, T_BATTERY   per-phase limits in seconds
+#               (240, 330, 200, 240)
 #
 # PJRTX_DEVICE is gpu unless set: then a machine without a GPU device fails
 # the doctor phase instead of silently measuring the CPU. PJRTX_DEVICE=cpu
@@ -63,6 +68,11 @@ for p in $PHASES; do
       phase conformance "${T_CONF:-330}" "$PYTHON" -m pjrtx conformance --jax-tests "$JAX_TESTS" \
         -j "$JOBS" --split-above 40 --timeout 120 --out "$OUT/conformance" \
         ${CONF_FILES:-$(core_files)} ;;
+    battery)
+      for n in ${BATTERY_DEVICES:-8 2}; do
+        PJRTX_BATTERY_DEVICES=$n phase "battery-$n" "${T_BATTERY:-240}" \
+          "$PYTHON" -m pytest -q -rs tests/test_multidevice.py -p no:cacheprovider
+      done ;;
     bench)
       phase bench "${T_BENCH:-200}" "$PYTHON" jax_smoke/bench.py --repeats 5 ;;
     *)

@@ -14,6 +14,8 @@ Knobs:
     PJRTX_BATTERY_BACKEND=cpu      run the pjrtx side on XLA:CPU too (checks the harness)
     PJRTX_BATTERY_PROGRAM=a,b      only these programs (or use -k)
     PJRTX_BATTERY_TIMEOUT=60       seconds one program may take before it counts as hung
+    PJRTX_BATTERY_DEVICES=8        devices on each side; with fewer, the programs whose
+                                   meshes do not fit skip, naming the count they need
 """
 from __future__ import annotations
 
@@ -173,6 +175,7 @@ def _run_worker(remaining, env, err, err_path, timeout, results, out) -> str:
                     deadline = time.monotonic() + timeout
                 elif ev == "done":
                     results[msg["name"]] = {"ok": msg["ok"], "messages": msg["messages"],
+                                            "skipped": msg.get("skipped"),
                                             "seconds": msg["seconds"]}
                     remaining.remove(msg["name"])
                     current = None
@@ -221,6 +224,8 @@ def test_program(battery, name):
         pytest.skip(f"this pjrtx has no PJRTX_DEVICES (one device only): {battery['setup_error']}")
     r = battery["results"].get(name)
     assert r is not None, f"{name}: no result (the worker never reported it)"
+    if r.get("skipped"):
+        pytest.skip(f"{name}: {r['skipped']}")
     side = "XLA:CPU (oracle-vs-oracle mode)" if battery["backend"] == "cpu" else "pjrtx"
     if name in REFUSED and battery["backend"] != "cpu":
         import re
@@ -237,7 +242,7 @@ def test_harness_reports_crash_hang_and_wrong_results():
     caught, and the programs after them still run."""
     names = ["sm_psum_i32_x4", "sm_pmax_u8_x4", "put_2d_xy", "jit_min_i32_2d"]
     out = run_battery(names, timeout=8, env={
-        "PJRTX_BATTERY_BACKEND": "cpu",
+        "PJRTX_BATTERY_BACKEND": "cpu", "PJRTX_BATTERY_DEVICES": str(worker.FULL),
         "PJRTX_BATTERY_FAULT": "sm_psum_i32_x4:crash,sm_pmax_u8_x4:hang,put_2d_xy:wrong"})
     r = out["results"]
     assert set(r) == set(names), r
