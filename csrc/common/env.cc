@@ -23,6 +23,18 @@ const std::vector<EnvVar>& env_vars() {
        "seconds a device waits in a collective for the other devices of its group before "
        "the run fails with DEADLINE_EXCEEDED (a device whose run failed wakes the others "
        "at once)"},
+      {"PJRTX_DISTRIBUTED", "ring",
+       "several processes (jax.distributed.initialize): MLX's distributed back end that "
+       "joins them: ring (TCP, in every MLX build but Windows), mpi (needs libmpi), nccl "
+       "(CUDA builds) or jaccl (macOS, RDMA over Thunderbolt); read when the client is "
+       "created"},
+      {"PJRTX_DISTRIBUTED_HOST", "",
+       "several processes: the address other processes reach this one at (default: "
+       "127.0.0.1 when every process runs on one host, else this host's first non-loopback "
+       "IPv4 address)"},
+      {"PJRTX_DISTRIBUTED_TIMEOUT_S", "120",
+       "several processes: seconds the client waits for the other processes' details in "
+       "JAX's key-value store when it is created"},
       {"PJRTX_PARTITION", "auto",
        "multi-device jit programs: auto (Shardy's partitioner from jaxlib where every op "
        "is known to partition correctly, else every device runs the whole program on "

@@ -18,6 +18,7 @@ enum class ErrorCode {
   kInternal,
   kDeadlineExceeded,  // a collective waited past PJRTX_COLLECTIVE_TIMEOUT_S
   kAborted,           // another device of the same run failed
+  kUnavailable,       // another process cannot be reached (jax.distributed)
 };
 
 class Error : public std::runtime_error {

@@ -47,9 +47,76 @@ const PJRT_Memory_FunctionTable kMemoryVTable = {
     memory_get_user_data, memory_set_user_data,
 };
 
-std::unique_ptr<PJRT_Client> make_client() {
+// The PJRT_Error a key-value callback builds through our callback_error
+// function (ours, so its message is readable here).
+PJRT_Error* kv_callback_error(PJRT_Error_Code code, const char* message, size_t size) {
+  return make_error(code, std::string(message != nullptr ? message : "", size));
+}
+
+[[noreturn]] void throw_kv_error(PJRT_Error* err, const std::string& what) {
+  PJRT_Error_Message_Args m{};
+  m.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE;
+  m.error = err;
+  Error_Message(&m);
+  std::string msg(m.message != nullptr ? m.message : "", m.message_size);
+  PJRT_Error_Destroy_Args d{};
+  d.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
+  d.error = err;
+  Error_Destroy(&d);
+  throw Error(ErrorCode::kUnavailable, "pjrtx: JAX's key-value store: " + what + ": " + msg);
+}
+
+// Under jax.distributed jaxlib passes node_id and num_nodes and the
+// coordination service's key-value store.
+runtime::ProcessOptions process_options(const PJRT_Client_Create_Args* args) {
+  runtime::ProcessOptions o;
+  for (size_t i = 0; i < args->num_options; ++i) {
+    const PJRT_NamedValue& v = args->create_options[i];
+    std::string name(v.name, v.name_size);
+    if (v.type != PJRT_NamedValue_kInt64) continue;
+    if (name == "node_id") o.node_id = static_cast<int>(v.int64_value);
+    if (name == "num_nodes") o.num_nodes = static_cast<int>(v.int64_value);
+  }
+  if (o.num_nodes > 1 && args->kv_get_callback != nullptr && args->kv_put_callback != nullptr) {
+    auto get_cb = args->kv_get_callback;
+    void* get_arg = args->kv_get_user_arg;
+    auto put_cb = args->kv_put_callback;
+    void* put_arg = args->kv_put_user_arg;
+    runtime::KvStore kv;
+    kv.get = [get_cb, get_arg](const std::string& key, int timeout_ms) {
+      static PJRT_CallbackError cb = kv_callback_error;
+      PJRT_KeyValueGetCallback_Args a{};
+      a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
+      a.key = key.data();
+      a.key_size = key.size();
+      a.timeout_in_ms = timeout_ms;
+      a.callback_error = &cb;
+      a.user_arg = get_arg;
+      if (PJRT_Error* err = get_cb(&a)) throw_kv_error(err, "get '" + key + "'");
+      std::string value(a.value != nullptr ? a.value : "", a.value_size);
+      if (a.value != nullptr && a.value_deleter_callback != nullptr) a.value_deleter_callback(a.value);
+      return value;
+    };
+    kv.put = [put_cb, put_arg](const std::string& key, const std::string& value) {
+      static PJRT_CallbackError cb = kv_callback_error;
+      PJRT_KeyValuePutCallback_Args a{};
+      a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
+      a.key = key.data();
+      a.key_size = key.size();
+      a.value = value.data();
+      a.value_size = value.size();
+      a.callback_error = &cb;
+      a.user_arg = put_arg;
+      if (PJRT_Error* err = put_cb(&a)) throw_kv_error(err, "put '" + key + "'");
+    };
+    o.kv = std::move(kv);
+  }
+  return o;
+}
+
+std::unique_ptr<PJRT_Client> make_client(const runtime::ProcessOptions& options) {
   auto c = std::make_unique<PJRT_Client>();
-  c->rt = std::make_unique<runtime::Client>();
+  c->rt = std::make_unique<runtime::Client>(options);
   for (runtime::Device* d : c->rt->devices()) {
     auto dev = std::make_unique<PJRT_Device>();
     dev->rt = d;
@@ -65,11 +132,12 @@ std::unique_ptr<PJRT_Client> make_client() {
       mem->debug_string = m->debug_string();
       mem->to_string = m->to_string();
       dev->memories.push_back(mem.get());
-      c->memories.push_back(mem.get());
+      if (d->is_addressable()) c->memories.push_back(mem.get());
       c->memory_storage.push_back(std::move(mem));
     }
     dev->memory = dev->memory_for(d->default_memory());
     c->devices.push_back(dev.get());
+    if (d->is_addressable()) c->addressable_devices.push_back(dev.get());
     c->topology.descriptions.push_back(&dev->description);
     c->device_storage.push_back(std::move(dev));
   }
@@ -189,7 +257,7 @@ runtime::DeviceAssignment read_compile_options(const char* data, size_t size, co
 PJRT_Error* Client_Create(PJRT_Client_Create_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Client_Create);
-    args->client = make_client().release();
+    args->client = make_client(process_options(args)).release();
   });
 }
 
@@ -211,8 +279,10 @@ PJRT_Error* Client_PlatformName(PJRT_Client_PlatformName_Args* args) {
 
 // jaxlib's process-info watcher (under jax.distributed) passes every
 // process's state here and treats any error as fatal (it aborts the
-// process, for XLA:CPU programs too). A pjrtx client spans one process, so
-// there is nothing to update; XLA's own clients answer OK as well.
+// process, for XLA:CPU programs too). A pjrtx client learns the processes
+// when it is created (and a process that dies fails the collectives that
+// wait for it), so there is nothing to update; XLA's own clients answer OK
+// as well.
 PJRT_Error* Client_UpdateGlobalProcessInfo(PJRT_Client_UpdateGlobalProcessInfo_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Client_UpdateGlobalProcessInfo);
@@ -224,8 +294,7 @@ PJRT_Error* Client_UpdateGlobalProcessInfo(PJRT_Client_UpdateGlobalProcessInfo_A
 PJRT_Error* Client_ProcessIndex(PJRT_Client_ProcessIndex_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Client_ProcessIndex);
-    need(args->client, "client");
-    args->process_index = 0;
+    args->process_index = need(args->client, "client")->rt->process_index();
   });
 }
 
@@ -251,8 +320,8 @@ PJRT_Error* Client_AddressableDevices(PJRT_Client_AddressableDevices_Args* args)
   return guard([&] {
     PJRTX_CHECK_ARGS(Client_AddressableDevices);
     auto* c = need(args->client, "client");
-    args->addressable_devices = c->devices.data();
-    args->num_addressable_devices = c->devices.size();
+    args->addressable_devices = c->addressable_devices.data();
+    args->num_addressable_devices = c->addressable_devices.size();
   });
 }
 
@@ -268,7 +337,14 @@ PJRT_Error* Client_LookupAddressableDevice(PJRT_Client_LookupAddressableDevice_A
   return guard([&] {
     PJRTX_CHECK_ARGS(Client_LookupAddressableDevice);
     auto* c = need(args->client, "client");
-    args->addressable_device = c->device_for(c->rt->lookup_device(args->local_hardware_id));
+    for (PJRT_Device* d : c->addressable_devices)
+      if (d->rt->local_hardware_id() == args->local_hardware_id) {
+        args->addressable_device = d;
+        return;
+      }
+    invalid_argument("pjrtx: no addressable device with local hardware id ",
+                     args->local_hardware_id, " (this process has ",
+                     c->addressable_devices.size(), ")");
   });
 }
 
@@ -313,10 +389,10 @@ static PJRT_LoadedExecutable* wrap_executable(PJRT_Client* c,
   out->client = c;
   out->info = make_executable_info(*out->rt);
   const runtime::DeviceAssignment& a = out->rt->assignment();
-  for (size_t i = 0; i < out->rt->devices().size(); ++i) {
-    out->devices.push_back(c->device_for(out->rt->devices()[i]));
-    out->logical_ids.push_back(
-        {static_cast<int>(i) / a.num_partitions, static_cast<int>(i) % a.num_partitions});
+  for (size_t k = 0; k < out->rt->devices().size(); ++k) {
+    out->devices.push_back(c->device_for(out->rt->devices()[k]));
+    const int i = out->rt->logical_index(k);
+    out->logical_ids.push_back({i / a.num_partitions, i % a.num_partitions});
   }
   // xla.DeviceAssignmentProto: replica_count (1), computation_count (2),
   // computation_devices (3) { replica_device_ids (1) }, one per partition.

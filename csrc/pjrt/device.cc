@@ -66,7 +66,7 @@ PJRT_Error* Device_IsAddressable(PJRT_Device_IsAddressable_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Device_IsAddressable);
     need(args->device, "device");
-    args->is_addressable = true;
+    args->is_addressable = need(args->device, "device")->rt->is_addressable();
   });
 }
 

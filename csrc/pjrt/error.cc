@@ -57,6 +57,7 @@ PJRT_Error_Code to_pjrt_code(ErrorCode code) {
     case ErrorCode::kInternal: return PJRT_Error_Code_INTERNAL;
     case ErrorCode::kDeadlineExceeded: return PJRT_Error_Code_DEADLINE_EXCEEDED;
     case ErrorCode::kAborted: return PJRT_Error_Code_ABORTED;
+    case ErrorCode::kUnavailable: return PJRT_Error_Code_UNAVAILABLE;
   }
   return PJRT_Error_Code_UNKNOWN;
 }

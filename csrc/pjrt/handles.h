@@ -50,8 +50,9 @@ struct PJRT_Client {
   std::unique_ptr<pjrtx::runtime::Client> rt;
   std::vector<std::unique_ptr<PJRT_Device>> device_storage;
   std::vector<std::unique_ptr<PjrtxMemory>> memory_storage;
-  std::vector<PJRT_Device*> devices;
-  std::vector<PJRT_Memory*> memories;
+  std::vector<PJRT_Device*> devices;              // every process's
+  std::vector<PJRT_Device*> addressable_devices;  // this process's
+  std::vector<PJRT_Memory*> memories;             // this process's devices'
   PJRT_TopologyDescription topology;
 
   PJRT_Device* device_for(pjrtx::runtime::Device* d) const;

@@ -18,6 +18,7 @@
 
 #include "backend/mlx/device.h"
 #include "backend/mlx/host_callback.h"
+#include "backend/mlx/process_group.h"
 #include "backend/mlx/program.h"
 #include "backend/mlx/transfer.h"
 #include "compiler/printer.h"
@@ -70,11 +71,24 @@ std::string Memory::to_string() const {
 }
 
 // Memory ids are unique over the client: device d holds ids 3d, 3d+1, 3d+2.
-Device::Device(int id, Client* client, std::string kind, Executor* executor)
-    : id_(id), client_(client), kind_(std::move(kind)), executor_(executor) {
+Device::Device(int id, Client* client, std::string kind, Executor* executor, int process_index,
+               int local_id)
+    : id_(id),
+      client_(client),
+      kind_(std::move(kind)),
+      executor_(executor),
+      process_index_(process_index),
+      local_id_(local_id < 0 ? id : local_id) {
   for (int k = 0; k < kNumMemoryKinds; ++k)
     memories_.push_back(
         std::make_unique<Memory>(id * kNumMemoryKinds + k, static_cast<MemoryKind>(k), this));
+}
+
+Executor& Device::executor() const {
+  if (executor_ == nullptr)
+    invalid_argument("pjrtx: ", to_string(), " belongs to process ", process_index_,
+                     "; this process can only run on and transfer to its own devices");
+  return *executor_;
 }
 
 Memory* Device::memory(std::string_view name) const {
@@ -110,7 +124,7 @@ void clear_compile_caches() {
   for (Client* c : live_clients()) c->clear_compile_cache();
 }
 
-Client::Client() {
+Client::Client(const ProcessOptions& options) {
   {
     std::lock_guard<std::mutex> lock(g_clients_mu);
     live_clients().insert(this);
@@ -141,12 +155,44 @@ Client::Client() {
   if (n < 1 || n > 1024)
     invalid_argument("pjrtx: PJRTX_DEVICES must be a whole number from 1 to 1024, got '", count,
                      "'");
-  for (int i = 0; i < n; ++i) {
-    executors_.push_back(std::make_unique<Executor>(choice, i));
-    devices_.push_back(std::make_unique<Device>(i, this, kind, executors_.back().get()));
+  if (options.num_nodes < 1 || options.node_id < 0 || options.node_id >= options.num_nodes)
+    invalid_argument("pjrtx: process ", options.node_id, " of ", options.num_nodes,
+                     " (jax.distributed's process_id must be in 0..num_processes-1)");
+  process_index_ = options.node_id;
+  process_count_ = options.num_nodes;
+  // Every process's device count and kind; ids run over the processes in
+  // order (process p's devices follow process p-1's).
+  std::vector<PeerInfo> peers(1, PeerInfo{n, kind, "", ""});
+  if (process_count_ > 1) {
+    distributed_backend_ = env_string("PJRTX_DISTRIBUTED");
+    peers = exchange_peer_info(options, local_peer_info(n, kind));
+    for (int p = 0; p < process_count_; ++p)
+      if (peers[p].local_devices != n || peers[p].kind != kind)
+        invalid_argument("pjrtx: process ", p, " has ", peers[p].local_devices, " x ",
+                         peers[p].kind, " devices and process ", process_index_, " has ", n,
+                         " x ", kind, "; every process needs the same PJRTX_DEVICES and "
+                         "PJRTX_DEVICE");
+    backend::ProcessGroupConfig config;
+    config.backend = distributed_backend_;
+    config.rank = process_index_;
+    config.size = process_count_;
+    config.hostfile_json = ring_hostfile(peers);
+    backend::join_processes(config);
   }
+  int next_id = 0;
+  for (int p = 0; p < process_count_; ++p)
+    for (int i = 0; i < peers[p].local_devices; ++i) {
+      Executor* ex = nullptr;
+      if (p == process_index_) {
+        executors_.push_back(std::make_unique<Executor>(choice, i));
+        ex = executors_.back().get();
+      }
+      devices_.push_back(std::make_unique<Device>(next_id++, this, kind, ex, p, i));
+    }
   for (auto& d : devices_) {
     device_ptrs_.push_back(d.get());
+    if (!d->is_addressable()) continue;
+    local_ptrs_.push_back(d.get());
     for (Memory* m : d->memories()) memory_ptrs_.push_back(m);
   }
 }
@@ -192,7 +238,7 @@ DeviceAssignment Client::default_assignment(int num_replicas, int num_partitions
 DeviceAssignment Client::checked(DeviceAssignment a) const {
   if (a.device_ids.empty()) {
     if (a.num_devices() != 1) return default_assignment(a.num_replicas, a.num_partitions);
-    a.device_ids = {device_ptrs_.front()->id()};
+    a.device_ids = {local_ptrs_.front()->id()};
   }
   if (static_cast<int>(a.device_ids.size()) != a.num_devices())
     invalid_argument("pjrtx: a device assignment of ", a.device_ids.size(), " devices for ",
@@ -423,10 +469,17 @@ std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compi
     // for its own device.
     ProfileScope phase("compile", "lower to MLX");
     std::vector<std::future<std::shared_ptr<backend::Program>>> pending;
-    for (int i = 0; i < n; ++i) {
+    // Another process's devices lower their own copies there.
+    std::vector<int> local;
+    for (int i = 0; i < n; ++i)
+      if (lookup_device(assignment.device_ids[i])->is_addressable()) local.push_back(i);
+    if (local.empty())
+      invalid_argument("pjrtx: ", plan->name, " runs only on other processes' devices");
+    for (int i : local) {
       backend::LowerOptions o = options;
       o.device = {i / assignment.num_partitions, i % assignment.num_partitions,
                   assignment.num_replicas, assignment.num_partitions};
+      o.device.spans_processes = static_cast<int>(local.size()) != n;
       Executor& ex = lookup_device(assignment.device_ids[i])->executor();
       auto task = std::make_shared<std::packaged_task<std::shared_ptr<backend::Program>()>>(
           [plan, o] { return backend::Program::lower(plan, o); });
@@ -434,9 +487,10 @@ std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compi
       ex.post([task] { (*task)(); });
     }
     std::exception_ptr first;
-    for (int i = 0; i < n; ++i) {
+    for (size_t k = 0; k < local.size(); ++k) {
+      const int i = local[k];
       try {
-        programs[i] = pending[i].get();
+        programs[i] = pending[k].get();
       } catch (...) {
         if (!first) first = std::current_exception();
       }

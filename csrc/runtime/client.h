@@ -21,6 +21,7 @@
 #include "runtime/buffer.h"
 #include "runtime/compile_cache.h"
 #include "runtime/executor.h"
+#include "runtime/processes.h"
 
 namespace pjrtx::runtime {
 
@@ -50,13 +51,19 @@ class Memory {
 
 class Device {
  public:
-  Device(int id, Client* client, std::string kind, Executor* executor);
+  // `executor` is null for a device of another process (jax.distributed):
+  // listed, never run on here.
+  Device(int id, Client* client, std::string kind, Executor* executor, int process_index = 0,
+         int local_id = -1);
   int id() const { return id_; }
-  int local_hardware_id() const { return id_; }
-  int process_index() const { return 0; }
+  // The device's index among its own process's devices.
+  int local_hardware_id() const { return local_id_; }
+  int process_index() const { return process_index_; }
+  bool is_addressable() const { return executor_ != nullptr; }
   Client* client() const { return client_; }
   // The thread that runs this device's work, in the order it was posted.
-  Executor& executor() const { return *executor_; }
+  // Throws INVALID_ARGUMENT for another process's device.
+  Executor& executor() const;
   // "MLX CPU", "MLX Metal", "MLX CUDA"
   const std::string& kind() const { return kind_; }
   std::string debug_string() const;
@@ -73,6 +80,7 @@ class Device {
   Client* client_;
   std::string kind_;
   Executor* executor_;
+  int process_index_, local_id_;
   std::vector<std::unique_ptr<Memory>> memories_;
 };
 
@@ -86,13 +94,22 @@ void set_frontend(FrontendFn fn);
 class Client {
  public:
   // Reads PJRTX_DEVICE, PJRTX_DEVICES and PJRTX_F64 and starts one
-  // executor per device.
-  Client();
+  // executor per device. With several processes (options.num_nodes > 1)
+  // it also lists every other process's devices (through JAX's key-value
+  // store) and joins the processes through MLX's distributed engine.
+  explicit Client(const ProcessOptions& options = {});
   ~Client();
 
   std::string_view platform_name() const { return "pjrtx"; }
   const std::string& platform_version() const { return platform_version_; }
+  // Every process's devices, by id; addressable_devices() are this
+  // process's.
   const std::vector<Device*>& devices() const { return device_ptrs_; }
+  const std::vector<Device*>& addressable_devices() const { return local_ptrs_; }
+  int process_index() const { return process_index_; }
+  int process_count() const { return process_count_; }
+  // The MLX distributed back end joining the processes ("" for one).
+  const std::string& distributed_backend() const { return distributed_backend_; }
   const std::vector<Memory*>& memories() const { return memory_ptrs_; }
   // Throws INVALID_ARGUMENT naming the id and the devices there are.
   Device* lookup_device(int id) const;
@@ -169,8 +186,10 @@ class Client {
   CompileCache cache_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::unique_ptr<Device>> devices_;
-  std::vector<Device*> device_ptrs_;
+  std::vector<Device*> device_ptrs_, local_ptrs_;
   std::vector<Memory*> memory_ptrs_;
+  int process_index_ = 0, process_count_ = 1;
+  std::string distributed_backend_;
 };
 
 // Empties every live client's executable cache (jax.clear_caches() calls it

@@ -47,8 +47,12 @@ LoadedExecutable::LoadedExecutable(Client* client, std::shared_ptr<const Compile
   for (int id : compiled_->assignment.device_ids) {
     devices_.push_back(client_->lookup_device(id));
     last_wait_us_.push_back(std::make_shared<std::atomic<int64_t>>(int64_t{1} << 40));
+    if (devices_.back()->is_addressable()) {
+      local_.push_back(static_cast<int>(devices_.size()) - 1);
+      local_devices_.push_back(devices_.back());
+    }
   }
-  Device* device = devices_.front();
+  Device* device = local_devices_.front();
   auto kind = [](const std::vector<std::string>& kinds, size_t i) {
     return i < kinds.size() ? std::string_view(kinds[i]) : std::string_view();
   };
@@ -109,12 +113,15 @@ std::vector<size_t> LoadedExecutable::check_args(const std::vector<BufferPtr>& a
 std::vector<LoadedExecutable::Result> LoadedExecutable::execute(
     const std::vector<std::vector<BufferPtr>>& args, const std::vector<int64_t>& non_donatable) {
   if (deleted_) failed_precondition("pjrtx: executable ", name(), " was deleted");
-  if (args.size() != devices_.size())
-    invalid_argument("pjrtx: ", name(), " runs on ", devices_.size(), " device(s), got ",
-                     args.size(), " argument lists");
+  if (args.size() != local_.size())
+    invalid_argument("pjrtx: ", name(), " runs on ", local_.size(), " device(s) of this process",
+                     devices_.size() != local_.size()
+                         ? " (" + std::to_string(devices_.size()) + " in all)"
+                         : std::string(),
+                     ", got ", args.size(), " argument lists");
   std::vector<std::vector<size_t>> donated;
   for (size_t d = 0; d < args.size(); ++d)
-    donated.push_back(check_args(args[d], devices_[d], non_donatable));
+    donated.push_back(check_args(args[d], local_devices_[d], non_donatable));
   // Donated arguments are deleted now (JAX then raises its "donated buffer"
   // errors on a later use); each run holds a use that keeps the data for
   // that run only (see launch).
@@ -132,22 +139,40 @@ std::vector<LoadedExecutable::Result> LoadedExecutable::execute(
     results.push_back(launch(0, std::move(uses[0]), nullptr));
   } else {
     auto collectives = std::make_shared<backend::CollectiveRun>(collective_timeout());
+    if (local_.size() != devices_.size()) collectives->span_processes(processes_layout());
     // Every multi-device run of the client is posted to all its devices in
     // one order: two runs posted in different orders on two devices would
     // each wait in a collective for the other.
     std::lock_guard<std::mutex> lock(client_->launch_mutex());
-    for (size_t d = 0; d < devices_.size(); ++d)
-      results.push_back(launch(d, std::move(uses[d]), collectives));
+    for (size_t k = 0; k < local_.size(); ++k)
+      results.push_back(launch(local_[k], std::move(uses[k]), collectives));
   }
   // A program that calls Python back runs to completion before Execute
   // returns, as XLA:CPU runs it: an exception in a callback then raises
   // from the jitted call itself rather than from a later read or from every
   // later jax.effects_barrier() (JAX keeps the failed run's token). jaxlib
   // calls Execute without the GIL, so the callbacks can take it meanwhile.
-  if (compiled_->programs.front()->calls_host())
+  if (compiled_->programs[local_.front()]->calls_host())
     for (const auto& r : results)
       if (ErrorPtr err = r.done->await()) throw *err;
   return results;
+}
+
+backend::ProcessLayout LoadedExecutable::processes_layout() const {
+  backend::ProcessLayout layout;
+  layout.num_logical = static_cast<int>(devices_.size());
+  layout.local = local_;
+  std::vector<std::vector<int>> by_process(client_->process_count());
+  for (size_t i = 0; i < devices_.size(); ++i)
+    by_process.at(devices_[i]->process_index()).push_back(static_cast<int>(i));
+  for (int p = 0; p < client_->process_count(); ++p)
+    if (by_process[p].size() != local_.size())
+      invalid_argument("pjrtx: ", name(), " runs on ", by_process[p].size(), " device(s) of process ",
+                       p, " and ", local_.size(), " of process ", client_->process_index(),
+                       ": a program that spans processes needs the same number of devices in "
+                       "each of them (all of JAX's devices, as jax.devices() lists them)");
+  for (const auto& ids : by_process) layout.rows.insert(layout.rows.end(), ids.begin(), ids.end());
+  return layout;
 }
 
 LoadedExecutable::Result LoadedExecutable::launch(

@@ -19,6 +19,7 @@
 namespace pjrtx::backend {
 class Program;
 class CollectiveRun;
+struct ProcessLayout;
 }
 
 namespace pjrtx::runtime {
@@ -32,8 +33,12 @@ class LoadedExecutable {
   const std::string& name() const { return plan_->name; }
   const std::string& fingerprint() const { return compiled_->fingerprint; }
   const DeviceAssignment& assignment() const { return compiled_->assignment; }
-  // The devices in assignment order (logical device i runs on devices()[i]).
-  const std::vector<Device*>& devices() const { return devices_; }
+  // This process's devices of the assignment, in assignment order (the
+  // addressable devices; with one process, logical device i runs on
+  // devices()[i]). logical_index(k) is devices()[k]'s place in the
+  // assignment.
+  const std::vector<Device*>& devices() const { return local_devices_; }
+  int logical_index(size_t k) const { return local_[k]; }
   const std::vector<compiler::TensorType>& output_types() const { return output_types_; }
   const std::vector<compiler::TensorType>& param_types() const { return param_types_; }
   // The memory each output lands in and the memory kind of each parameter
@@ -47,8 +52,8 @@ class LoadedExecutable {
     std::vector<BufferPtr> outputs;
     EventPtr done;
   };
-  // `args[i]`: the arguments of logical device i (one list per device of
-  // the assignment); one Result per device. Throws INVALID_ARGUMENT for a
+  // `args[k]`: the arguments of devices()[k] (one list per device of this
+  // process); one Result per device. Throws INVALID_ARGUMENT for a
   // wrong list or argument count or type, an argument on another device or
   // a deleted (or donated) argument, FAILED_PRECONDITION for a deleted
   // executable. Arguments the program may donate (Function::donors) and the
@@ -64,10 +69,14 @@ class LoadedExecutable {
   bool is_deleted() const { return deleted_; }
 
  private:
+  // Which logical devices each process holds, for collectives that cross
+  // processes; INVALID_ARGUMENT unless every process holds as many.
+  backend::ProcessLayout processes_layout() const;
   // Checks one device's arguments and returns its donated ones.
   std::vector<size_t> check_args(const std::vector<BufferPtr>& args, Device* device,
                                  const std::vector<int64_t>& non_donatable) const;
-  // Posts logical device i's run; `collectives` is null on one device.
+  // Posts logical device i's run (one of this process's); `collectives`
+  // is null on one device.
   // `uses` holds its arguments until the run has read them.
   Result launch(size_t i, std::shared_ptr<std::vector<BufferUse>> uses,
                 std::shared_ptr<backend::CollectiveRun> collectives);
@@ -75,7 +84,10 @@ class LoadedExecutable {
   Client* client_;
   std::shared_ptr<const CompiledProgram> compiled_;
   std::shared_ptr<const compiler::Plan> plan_;
-  std::vector<Device*> devices_;
+  // Every device of the assignment (other processes' too), and the logical
+  // indices of this process's.
+  std::vector<Device*> devices_, local_devices_;
+  std::vector<int> local_;
   // Microseconds the last run took from eval dispatch to ready: short runs
   // are waited for on the executor when it has nothing else to do. Unknown
   // before the first run, which is handed to the completion thread.

@@ -25,6 +25,15 @@
 
 namespace pjrtx::backend {
 
+// A run whose devices span processes (jax.distributed): which logical
+// devices are this process's, and the logical devices of every process in
+// rank order (`rows`, process 0's first; each process holds as many).
+struct ProcessLayout {
+  int num_logical = 0;
+  std::vector<int> local;
+  std::vector<int> rows;
+};
+
 class CollectiveRun {
  public:
   // `timeout`: how long a device waits for the rest of its group.
@@ -42,7 +51,28 @@ class CollectiveRun {
   // others would otherwise wait for it until the timeout).
   void abort(const std::string& why);
 
+  // Some of the run's devices belong to other processes. Every collective
+  // then becomes one exchange between the processes: this process's
+  // devices post their operands, the last to arrive gathers every
+  // process's (process_group.h) and each device takes its group's. So that
+  // every process joins every exchange, a device whose group is itself
+  // alone still posts (pass()).
+  void span_processes(ProcessLayout layout);
+  bool spans_processes() const { return layout_.has_value(); }
+  // A collective this device meets alone: no-op within one process.
+  void pass(int64_t seq, int me, const Arrays& mine, const std::string& op);
+
  private:
+  std::vector<Arrays> exchange_processes(int64_t seq, const std::vector<int>& group, int me,
+                                         Arrays mine, const std::string& op);
+  struct World {
+    std::vector<std::optional<Arrays>> parts;  // by logical device
+    size_t posted = 0, taken = 0;
+    bool ready = false;
+  };
+  std::optional<ProcessLayout> layout_;
+  std::map<int64_t, World> world_;
+
   struct Slot {
     std::vector<std::optional<Arrays>> parts;
     size_t arrived = 0, taken = 0;

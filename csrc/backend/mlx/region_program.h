@@ -36,6 +36,9 @@ struct DeviceContext {
   // The device's index in the flattened assignment (replica-major), the
   // numbering use_global_device_ids groups speak.
   int logical() const { return replica * num_partitions + partition; }
+  // Some devices of the run belong to other processes (jax.distributed):
+  // every collective then passes through one exchange between processes.
+  bool spans_processes = false;
 };
 
 // Per-run state: one slot per plan value (ValueIds are plan-wide, so nested

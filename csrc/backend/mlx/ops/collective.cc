@@ -146,8 +146,10 @@ std::vector<Arrays> meet(RunState& st, const Group& g, const Arrays& in, const c
 
 // Each run passes every collective in program order, whatever its group,
 // so the k-th collective of every device is the same instruction.
-Kernel identity_counting() {
-  return [](RunState& st, const Arrays& in) {
+Kernel identity_counting(int me) {
+  return [me](RunState& st, const Arrays& in) {
+    // Across processes every device joins every exchange (collective_run.h).
+    if (st.collectives != nullptr) st.collectives->pass(st.collective_seq, me, in, "collective");
     ++st.collective_seq;
     return in;
   };
@@ -167,7 +169,7 @@ Kernel lower_all_reduce(LowerCtx& ctx) {
     if (ctx.in(i) != ctx.out(i))
       ctx.fail("result ", i, " must have its operand's type: ", ctx.in(i).str(), " vs ",
                ctx.out(i).str());
-  if (g.size() == 1) return identity_counting();
+  if (g.size() == 1) return identity_counting(ctx.device().logical());
   if (ctx.inst().regions.empty()) ctx.fail("has no reduction body");
   const DType t = ctx.in(0).dtype;
   std::optional<Combiner> c = ops::match_combiner(ctx.inst().regions[0], t);
@@ -182,7 +184,8 @@ Kernel lower_all_reduce(LowerCtx& ctx) {
   // (the value's size and the group size are the same for all), so their
   // collective counts stay in step.
   constexpr int64_t kTwoPhaseBytes = int64_t{256} << 10;
-  const bool two_phase = bytes >= kTwoPhaseBytes && g.size() >= 3;
+  // Across processes every collective is one exchange (collective_run.h).
+  const bool two_phase = bytes >= kTwoPhaseBytes && g.size() >= 3 && !ctx.device().spans_processes;
   auto fold = [c, body, t](RunState& st, const std::vector<mx::array>& parts) {
     // Members' values combined in group order, as one device folding the
     // group's contributions would.
@@ -234,7 +237,7 @@ Kernel lower_all_gather(LowerCtx& ctx) {
       ctx.fail("a group of ", g.size(), " gathers ", ctx.in(i).str(), " into ", want.str(),
                ", not ", ctx.out(i).str());
   }
-  if (g.size() == 1) return identity_counting();
+  if (g.size() == 1) return identity_counting(ctx.device().logical());
   return [g, dim](RunState& st, const Arrays& in) {
     auto all = meet(st, g, in, "stablehlo.all_gather");
     Arrays out;
@@ -260,7 +263,7 @@ Kernel lower_reduce_scatter(LowerCtx& ctx) {
   want.shape[dim] /= n;
   if (want != ctx.out(0)) ctx.fail("expects a ", want.str(), " result, not ", ctx.out(0).str());
   if (ctx.inst().regions.empty()) ctx.fail("has no reduction body");
-  if (g.size() == 1) return identity_counting();
+  if (g.size() == 1) return identity_counting(ctx.device().logical());
   const DType t = in.dtype;
   std::optional<Combiner> c = ops::match_combiner(ctx.inst().regions[0], t);
   auto body = c ? nullptr : ctx.lower_region(ctx.inst().regions[0]);
@@ -298,7 +301,7 @@ Kernel lower_all_to_all(LowerCtx& ctx) {
     want.shape[concat] *= count;
     if (want != ctx.out(i)) ctx.fail("expects a ", want.str(), " result, not ", ctx.out(i).str());
   }
-  if (g.size() == 1) return identity_counting();
+  if (g.size() == 1) return identity_counting(ctx.device().logical());
   const size_t pos = g.pos;
   return [g, split, concat, count, pos](RunState& st, const Arrays& in) {
     auto all = meet(st, g, in, "stablehlo.all_to_all");
@@ -349,8 +352,9 @@ Kernel lower_collective_permute(LowerCtx& ctx) {
     if (g.members[i] == g.me) g.pos = i;
   const int from = source < 0 ? -1 : static_cast<int>(source);
   if (space == 1) {
-    if (from == 0) return identity_counting();
-    return [](RunState& st, const Arrays& in) {
+    if (from == 0) return identity_counting(ctx.device().logical());
+    return [me = ctx.device().logical()](RunState& st, const Arrays& in) {
+      if (st.collectives != nullptr) st.collectives->pass(st.collective_seq, me, in, "collective");
       ++st.collective_seq;
       return Arrays{mx::zeros_like(in[0])};
     };
@@ -368,7 +372,7 @@ Kernel lower_collective_broadcast(LowerCtx& ctx) {
   Group g = my_group(ctx, point_mode(ctx));
   if (ctx.num_in() != 1 || ctx.num_out() != 1 || ctx.in(0) != ctx.out(0))
     ctx.fail("expects one operand and a result of its type");
-  if (g.size() == 1) return identity_counting();
+  if (g.size() == 1) return identity_counting(ctx.device().logical());
   return [g](RunState& st, const Arrays& in) {
     auto all = meet(st, g, in, "stablehlo.collective_broadcast");
     // The group's first member is the source.
