@@ -19,18 +19,19 @@ def on(dev, f, *args):
         return jax.jit(f)(*args)
 
 
-failed = 0
+failed = passed = 0
 cpu = jax.devices("cpu")[0]
 
 
 def stage(name, f):
-    global failed
+    global failed, passed
     try:
         got = np.asarray(f(d))
         want = np.asarray(f(cpu))
         ok = got.dtype == want.dtype and np.allclose(got, want, rtol=1e-12, atol=0)
         print("OK  " if ok else "DIFF", name, got.ravel()[:3], want.ravel()[:3])
         failed += not ok
+        passed += ok
     except Exception as e:
         failed += 1
         print("FAIL", name, type(e).__name__, str(e).splitlines()[0][:200])
@@ -45,5 +46,5 @@ stage("jit f32->f64", lambda dev: on(dev, lambda a: a.astype(jnp.float64) * 2, x
 stage("jit const f64", lambda dev: on(dev, lambda: jnp.float64(1.5) * jnp.arange(3.0)))
 stage("jit c128 abs", lambda dev: on(dev, jnp.abs, x + 1j * x))
 stage("jit c128 mul", lambda dev: on(dev, lambda a: a * a, x + 1j * x))
-print(f"{failed} stage(s) failed")
+print(f"{passed} passed, {failed} failed")
 raise SystemExit(1 if failed else 0)

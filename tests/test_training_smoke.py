@@ -12,8 +12,8 @@ import pytest
 SMOKE = Path(__file__).resolve().parent.parent / "jax_smoke"
 # Each ends its output with "N passed, M failed". A script named here that
 # is missing fails its case (a rename must not silently drop it).
-SCRIPTS = ["gp_regression.py", "rnn_scan.py", "smoke.py", "spectral.py", "train_cnn.py",
-           "train_mlp.py"]
+SCRIPTS = ["f64_stages.py", "gp_regression.py", "rnn_scan.py", "smoke.py", "spectral.py",
+           "train_cnn.py", "train_mlp.py"]
 # jax_smoke/'s other programs: the test that runs each, or why none does.
 ELSEWHERE = {
     "op_suite.py": ("tests/test_op_suite.py", "imports it and runs every program"),
