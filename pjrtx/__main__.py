@@ -1,6 +1,6 @@
 """``python -m pjrtx doctor``: versions, library path, MLX device, variables;
-``conformance`` (upstream JAX tests) and ``compare`` (any pytest suite on
-pjrtx and on XLA:CPU)."""
+``conformance`` (upstream JAX tests), ``compare`` (any pytest suite on
+pjrtx and on XLA:CPU) and ``launch`` (a local multi-process run)."""
 from __future__ import annotations
 
 import argparse
@@ -294,7 +294,19 @@ def main(argv=None) -> int:
                         "unlisted test differs or a listed one now matches XLA:CPU")
     m.add_argument("-n", dest="numprocesses", type=int, default=0,
                    help="pytest-xdist processes per run (where pytest-xdist is installed)")
+    la = sub.add_parser("launch", help="start a local multi-process run (jax.distributed)",
+                        usage="python -m pjrtx launch -n N [--devices K] script.py [args]")
+    la.add_argument("-n", "--nprocs", type=int, required=True, help="processes")
+    la.add_argument("--devices", type=int, default=None,
+                    help="pjrtx devices per process (PJRTX_DEVICES; default: as set, else 1)")
+    la.add_argument("script")
+    la.add_argument("script_args", nargs=argparse.REMAINDER)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["launch"]:
+        args = parser.parse_args(argv)
+        from pjrtx import launch
+        rest = [a for a in args.script_args if a != "--"] if args.script_args[:1] == ["--"] else args.script_args
+        return launch.launch(args.nprocs, args.devices, args.script, rest)
     pytest_args = []
     if "--" in argv:  # compare: everything after -- is the pytest command
         i = argv.index("--")

@@ -1,6 +1,7 @@
 #include "backend/mlx/collective_run.h"
 
 #include <cstdint>
+#include <mlx/ops.h>
 #include <mlx/transforms.h>
 
 #include "backend/mlx/process_group.h"
@@ -113,6 +114,104 @@ std::vector<Arrays> CollectiveRun::exchange_processes(int64_t seq, const std::ve
   for (int m : group) all.push_back(*s.parts.at(m));
   if (++s.taken == L.local.size()) world_.erase(seq);
   return all;
+}
+
+Arrays CollectiveRun::shared_exchange(
+    int64_t seq, int me, Arrays mine, const std::string& op,
+    const std::function<Arrays(const std::vector<Arrays>&)>& cross) {
+  mx::eval(mine);
+  const ProcessLayout& L = *layout_;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (aborted_) throw Error(ErrorCode::kAborted, *aborted_);
+  World& w = world_[seq];
+  if (w.parts.empty()) w.parts.resize(L.num_logical);
+  w.parts[me] = std::move(mine);
+  if (++w.posted == L.local.size()) {
+    std::vector<Arrays> local;
+    for (int i : L.local) local.push_back(*w.parts[i]);
+    lock.unlock();
+    Arrays result;
+    std::string failure;
+    try {
+      result = cross(local);
+    } catch (const std::exception& e) {
+      failure = "[" + op + "] pjrtx: the exchange with the other processes failed: " + e.what();
+    }
+    lock.lock();
+    if (!failure.empty()) {
+      if (!aborted_) aborted_ = failure;
+      cv_.notify_all();
+      throw Error(ErrorCode::kUnavailable, failure);
+    }
+    World& ww = world_.at(seq);
+    ww.parts[L.local.front()] = std::move(result);  // the shared result
+    ww.ready = true;
+    cv_.notify_all();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  bool done = cv_.wait_until(lock, deadline, [&] {
+    return aborted_.has_value() || world_.at(seq).ready;
+  });
+  if (aborted_) throw Error(ErrorCode::kAborted, *aborted_);
+  if (!done) {
+    std::string why = "[" + op + "] pjrtx: device " + std::to_string(me) + " waited " +
+                      std::to_string(timeout_.count() / 1000) +
+                      " s for this process's other devices and the other processes "
+                      "(PJRTX_COLLECTIVE_TIMEOUT_S)";
+    aborted_ = why;
+    cv_.notify_all();
+    throw Error(ErrorCode::kDeadlineExceeded, why);
+  }
+  World& s = world_.at(seq);
+  Arrays out = *s.parts[L.local.front()];
+  // One result for this process's devices: each takes a copy of its own
+  // (buffers of two devices never share storage), but a lone device keeps it.
+  if (L.local.size() > 1)
+    for (auto& a : out) a = mx::copy(a);
+  if (++s.taken == L.local.size()) world_.erase(seq);
+  return out;
+}
+
+Arrays CollectiveRun::reduce_processes(
+    int64_t seq, int me, Arrays mine, ProcessReduce kind,
+    const std::function<mx::array(const mx::array&, const mx::array&)>& fold,
+    const std::string& op) {
+  return shared_exchange(seq, me, std::move(mine), op, [&](const std::vector<Arrays>& local) {
+    Arrays reduced;
+    for (size_t j = 0; j < local.front().size(); ++j) {
+      mx::array acc = local.front()[j];
+      for (size_t k = 1; k < local.size(); ++k) acc = fold(acc, local[k][j]);
+      reduced.push_back(reduce_across_processes(acc, kind));
+    }
+    return reduced;
+  });
+}
+
+Arrays CollectiveRun::gather_processes(int64_t seq, const std::vector<int>& group, int me,
+                                       Arrays mine, const std::string& op) {
+  if (group != layout_->rows) {
+    std::vector<Arrays> all = exchange_processes(seq, group, me, std::move(mine), op);
+    Arrays out;
+    for (size_t j = 0; j < all.front().size(); ++j) {
+      Arrays parts;
+      for (const auto& m : all) parts.push_back(m[j]);
+      out.push_back(mx::concatenate(parts, 0));
+    }
+    return out;
+  }
+  return shared_exchange(seq, me, std::move(mine), op, [](const std::vector<Arrays>& local) {
+    Arrays stacked = gather_stacked_from_processes(local);
+    Arrays out;
+    for (auto& a : stacked) {
+      // [rows, d0, ...] -> [rows * d0, ...]: a view of the gathered bytes.
+      mx::Shape shape(a.shape().begin() + 1, a.shape().end());
+      if (shape.empty()) shape.push_back(1);
+      shape[0] *= a.shape(0);
+      out.push_back(mx::reshape(a, shape, mx::Device(mx::Device::cpu)));
+    }
+    mx::eval(out);
+    return out;
+  });
 }
 
 void CollectiveRun::abort(const std::string& why) {

@@ -21,6 +21,9 @@
 #include <utility>
 #include <vector>
 
+#include <functional>
+
+#include "backend/mlx/process_group.h"
 #include "backend/mlx/registry.h"
 
 namespace pjrtx::backend {
@@ -61,8 +64,27 @@ class CollectiveRun {
   bool spans_processes() const { return layout_.has_value(); }
   // A collective this device meets alone: no-op within one process.
   void pass(int64_t seq, int me, const Arrays& mine, const std::string& op);
+  // Across processes, an all_reduce of sum/max/min whose one group is every
+  // device of the run: this process folds its devices' values (`fold`, in
+  // their logical order), then one MLX all_sum/all_max/all_min per operand
+  // combines the processes' partials, so each process sends and receives
+  // what MLX's own all_sum would. Every device gets its own copy.
+  // Across processes, an all_gather along dim 0 whose one group is every
+  // device of the run: one MLX all_gather per operand, whose result in the
+  // processes' order already is the gathered value (no reassembly) when the
+  // group lists the devices in that order; else the general exchange.
+  Arrays gather_processes(int64_t seq, const std::vector<int>& group, int me, Arrays mine,
+                          const std::string& op);
+  Arrays reduce_processes(int64_t seq, int me, Arrays mine, ProcessReduce kind,
+                          const std::function<mx::array(const mx::array&, const mx::array&)>& fold,
+                          const std::string& op);
 
  private:
+  // Posts `mine` for `seq`; the last local device runs `cross` on every
+  // local device's values (in local order) and stores its result for all;
+  // returns that shared result (each device copies it if it needs its own).
+  Arrays shared_exchange(int64_t seq, int me, Arrays mine, const std::string& op,
+                         const std::function<Arrays(const std::vector<Arrays>&)>& cross);
   std::vector<Arrays> exchange_processes(int64_t seq, const std::vector<int>& group, int me,
                                          Arrays mine, const std::string& op);
   struct World {

@@ -90,29 +90,49 @@ std::string process_backend() {
   return g_backend;
 }
 
-std::vector<Arrays> gather_from_processes(const std::vector<Arrays>& local) {
+Arrays gather_stacked_from_processes(const std::vector<Arrays>& local) {
   dist::Group g = group();
-  const size_t n_local = local.size();
-  const size_t n_ops = n_local ? local.front().size() : 0;
-  std::vector<Arrays> out(n_local * static_cast<size_t>(g.size()));
+  const size_t n_ops = local.empty() ? 0 : local.front().size();
+  const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
+  Arrays out;
   for (size_t j = 0; j < n_ops; ++j) {
     Arrays column;
     for (const auto& dev : local) column.push_back(dev.at(j));
     CpuScope f64(column);  // stacking f64 on a GPU stream is refused
-    mx::array stacked = mx::stack(column, 0);
-    mx::array all = dist::all_gather(stacked, g, mx::Device(mx::Device::cpu));
-    mx::eval(all);
-    for (size_t row = 0; row < out.size(); ++row) {
-      mx::Shape start(all.ndim(), 0), stop = all.shape();
+    // One device: a leading axis of 1 is a view, no copy.
+    mx::array stacked = column.size() == 1 ? mx::expand_dims(column[0], 0, cpu)
+                                           : mx::stack(column, 0, cpu);
+    out.push_back(dist::all_gather(stacked, g, cpu));
+  }
+  mx::eval(out);
+  return out;
+}
+
+std::vector<Arrays> gather_from_processes(const std::vector<Arrays>& local) {
+  Arrays all = gather_stacked_from_processes(local);
+  const size_t rows = all.empty() ? 0 : static_cast<size_t>(all.front().shape(0));
+  const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
+  std::vector<Arrays> out(rows);
+  for (const auto& a : all)
+    for (size_t row = 0; row < rows; ++row) {
+      mx::Shape start(a.ndim(), 0), stop = a.shape();
       start[0] = static_cast<int>(row);
       stop[0] = static_cast<int>(row + 1);
-      mx::array r = mx::squeeze(mx::slice(all, start, stop, mx::Device(mx::Device::cpu)), 0,
-                                mx::Device(mx::Device::cpu));
-      out[row].push_back(r);
+      out[row].push_back(mx::squeeze(mx::slice(a, start, stop, cpu), 0, cpu));
     }
-  }
   for (auto& a : out) mx::eval(a);
   return out;
+}
+
+mx::array reduce_across_processes(const mx::array& x, ProcessReduce kind) {
+  dist::Group g = group();
+  CpuScope f64(x);
+  const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
+  mx::array r = kind == ProcessReduce::kSum   ? dist::all_sum(x, g, cpu)
+                : kind == ProcessReduce::kMax ? dist::all_max(x, g, cpu)
+                                              : dist::all_min(x, g, cpu);
+  mx::eval(r);
+  return r;
 }
 
 }  // namespace pjrtx::backend

@@ -35,4 +35,15 @@ std::string process_backend();
 // number of times in the same order.
 std::vector<Arrays> gather_from_processes(const std::vector<Arrays>& local);
 
+// The same exchange before it is split: one array per operand, every
+// process's devices' values stacked along a new leading axis (rows in rank
+// order, each process's devices in its order).
+Arrays gather_stacked_from_processes(const std::vector<Arrays>& local);
+
+enum class ProcessReduce { kSum, kMax, kMin };
+// Elementwise sum/max/min of `x` over every process (one MLX all_sum,
+// all_max or all_min on the CPU stream, evaluated): what each process holds
+// after, the same in all of them.
+mx::array reduce_across_processes(const mx::array& x, ProcessReduce kind);
+
 }  // namespace pjrtx::backend

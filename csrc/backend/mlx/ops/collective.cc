@@ -194,6 +194,36 @@ Kernel lower_all_reduce(LowerCtx& ctx) {
       acc = c ? ops::combine(*c, acc, parts[k], t) : body->run_batched(st, {acc, parts[k]})[0];
     return acc;
   };
+  // Across processes, one group of every device reducing by sum/max/min:
+  // fold within the process, then MLX's own all_sum/all_max/all_min.
+  const DeviceContext& d = ctx.device();
+  std::optional<ProcessReduce> across;
+  // MLX's distributed reductions take these types (not pred, complex, 4-bit
+  // or 8-bit floats); every operand must be of the one type matched.
+  auto reducible = [](DType x) {
+    switch (x) {
+      case DType::kS8: case DType::kS16: case DType::kS32: case DType::kS64:
+      case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64:
+      case DType::kF16: case DType::kBF16: case DType::kF32: case DType::kF64: return true;
+      default: return false;
+    }
+  };
+  bool same_type = true;
+  for (size_t i = 0; i < ctx.num_in(); ++i) same_type &= ctx.in(i).dtype == t;
+  if (d.spans_processes && c && static_cast<int>(g.size()) == d.num_devices() && same_type &&
+      reducible(t)) {
+    if (*c == Combiner::kAdd) across = ProcessReduce::kSum;
+    if (*c == Combiner::kMax) across = ProcessReduce::kMax;
+    if (*c == Combiner::kMin) across = ProcessReduce::kMin;
+  }
+  if (across)
+    return [g, c, t, kind = *across](RunState& st, const Arrays& in) {
+      auto fold2 = [c, t](const mx::array& a, const mx::array& b) {
+        return ops::combine(*c, a, b, t);
+      };
+      return st.collectives->reduce_processes(st.collective_seq++, g.me, in, kind, fold2,
+                                              "stablehlo.all_reduce");
+    };
   return [g, fold, two_phase](RunState& st, const Arrays& in) {
     auto all = meet(st, g, in, "stablehlo.all_reduce");
     Arrays out;
@@ -238,6 +268,14 @@ Kernel lower_all_gather(LowerCtx& ctx) {
                ", not ", ctx.out(i).str());
   }
   if (g.size() == 1) return identity_counting(ctx.device().logical());
+  // Across processes, every device gathering along dim 0: MLX's all_gather
+  // result is the value (collective_run.h).
+  if (dim == 0 && ctx.device().spans_processes &&
+      static_cast<int>(g.size()) == ctx.device().num_devices())
+    return [g](RunState& st, const Arrays& in) {
+      return st.collectives->gather_processes(st.collective_seq++, g.members, g.me, in,
+                                              "stablehlo.all_gather");
+    };
   return [g, dim](RunState& st, const Arrays& in) {
     auto all = meet(st, g, in, "stablehlo.all_gather");
     Arrays out;
