@@ -83,7 +83,25 @@ def child_main(argv: list[str]) -> int:
     script, *args = argv
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    runpy.run_path(script, run_name="__main__")
+    # A failing worker leaves at once: JAX's exit handler would otherwise
+    # wait in jax.distributed's shutdown barrier for the other processes,
+    # and the launcher could not tell that it failed.
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - report and fail like Python would
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    if code != 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return 0
 
 
@@ -130,6 +148,17 @@ def launch(nprocs: int, devices: int | None, script: str, args: list[str],
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
+    def check_exits():
+        nonlocal failed_rank, status
+        for rank, p in enumerate(procs):
+            rc = p.poll()
+            if rc not in (None, 0) and failed_rank is None:
+                failed_rank, status = rank, rc
+                out.write(f"pjrtx launch: process {rank} exited with status {rc}; "
+                          f"stopping the others\n")
+                out.flush()
+                stop_all()
+
     try:
         while open_streams:
             for key, _ in sel.select(timeout=0.5):
@@ -146,23 +175,14 @@ def launch(nprocs: int, devices: int | None, script: str, args: list[str],
                 for line in lines:
                     out.write(f"[{rank:>{width}}] {line.decode(errors='replace')}\n")
                 out.flush()
-            for rank, p in enumerate(procs):
-                rc = p.poll()
-                if rc not in (None, 0) and failed_rank is None:
-                    failed_rank, status = rank, rc
-                    out.write(f"pjrtx launch: process {rank} exited with status {rc}; "
-                              f"stopping the others\n")
-                    out.flush()
-                    stop_all()
+            check_exits()
     except KeyboardInterrupt:
         stop_all()
         return 130
     for p in procs:
         p.wait()
+    check_exits()
     if failed_rank is None:
-        for rank, p in enumerate(procs):
-            if p.returncode != 0:
-                return p.returncode if p.returncode > 0 else 1
         return 0
     return status if status > 0 else 1
 

@@ -1,0 +1,92 @@
+"""python -m pjrtx launch, and what a multi-process run does when it goes
+wrong: a failing worker stops the others, a dead peer fails the survivors'
+collectives with a clear error at once, and processes that disagree on
+their device count are refused when the client is created."""
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "_launch_worker.py")
+
+
+def _env(**extra):
+    import pjrtx
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(pjrtx.__file__)),
+                                         env.get("PYTHONPATH", "")])
+    env.pop("JAX_PLATFORMS", None)
+    env.pop("PJRTX_DEVICES", None)
+    env.update(extra)
+    return env
+
+
+def _launch(*args, timeout=240, **extra):
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "pjrtx", "launch", *args], env=_env(**extra),
+                       capture_output=True, text=True, timeout=timeout)
+    return p, time.monotonic() - t0
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pair(mode, timeout=240, **extra):
+    """Two workers started directly (no launcher), so each one's own
+    outcome is visible."""
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, WORKER, mode, str(port), str(i)],
+                              env=_env(JAX_PLATFORMS="pjrtx,cpu", **extra),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            outs.append((p.returncode, out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return outs
+
+
+def test_launch_runs_every_process_with_rank_prefixes():
+    p, _ = _launch("-n", "2", "--devices", "2", WORKER, "ok")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for rank in range(2):
+        line = [ln for ln in p.stdout.splitlines() if ln.startswith(f"[{rank}] process")]
+        assert line, p.stdout[-3000:]
+        # 4 devices over 2 processes; psum of 1 + 2 + 3 + 4
+        assert line[0] == f"[{rank}] process {rank} of 2 devices 4 psum 10.0", line
+
+
+def test_launch_stops_everyone_when_one_fails():
+    p, seconds = _launch("-n", "2", WORKER, "one_fails")
+    assert p.returncode == 3, p.stdout[-3000:]
+    assert "process 1 exited with status 3; stopping the others" in p.stdout
+    assert seconds < 100  # the other worker sleeps 120 s unless stopped
+
+
+def test_a_dead_peer_fails_the_survivors_collective_with_a_clear_error():
+    (rc0, out0, err0), (rc1, _, _) = _pair("peer_dies")
+    assert rc1 == 9
+    assert "first 3.0" in out0, out0 + err0[-3000:]
+    m = re.search(r"RAISED after ([\d.]+)s (\w+): (.*)", out0)
+    assert m, out0 + err0[-3000:]
+    assert float(m.group(1)) < 60, m.group(0)
+    assert "UNAVAILABLE" in m.group(3) and "other processes" in m.group(3), m.group(0)
+
+
+def test_processes_with_different_device_counts_are_refused():
+    outs = _pair("devices_mismatch")
+    for rc, out, err in outs:
+        assert rc == 0, err[-3000:]
+        assert "RAISED" in out, out + err[-2000:]
+        assert "every process needs the same PJRTX_DEVICES" in out, out
