@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 from pjrtx import PLATFORM
 
@@ -144,6 +145,24 @@ def _enable_persistent_cache():
     compilation_cache.is_cache_used = is_cache_used
 
 
+# Plan opcodes of the collectives -> their HLO text names.
+_HLO_COLLECTIVE_NAMES = {
+    "stablehlo.all_gather": "all-gather",
+    "stablehlo.all_reduce": "all-reduce",
+    "stablehlo.all_to_all": "all-to-all",
+    "stablehlo.reduce_scatter": "reduce-scatter",
+    "stablehlo.collective_permute": "collective-permute",
+    "stablehlo.collective_broadcast": "collective-broadcast",
+}
+_HLO_COLLECTIVE_RE = re.compile(
+    r"\b(" + "|".join(re.escape(k) for k in _HLO_COLLECTIVE_NAMES) + r")(?=\()")
+
+
+def hlo_spelled_collectives(plan_text: str) -> str:
+    """The plan's text with each collective opcode in its HLO spelling."""
+    return _HLO_COLLECTIVE_RE.sub(lambda m: _HLO_COLLECTIVE_NAMES[m.group(1)], plan_text)
+
+
 def _show_plan_as_text():
     # jax.jit(f).lower(x).compile().as_text() asks jaxlib for the HLO text of
     # the executable, which jaxlib builds by parsing what
@@ -152,7 +171,10 @@ def _show_plan_as_text():
     # runs (after inlining, dead-code removal and constant folding). So for
     # pjrtx executables, as_text() returns the plan's text, found by the
     # executable's fingerprint (csrc/python/cache_bindings.cc); other
-    # backends keep jaxlib's answer.
+    # backends keep jaxlib's answer. The plan's collectives are spelled as
+    # HLO text spells them (stablehlo.all_gather -> all-gather): that is the
+    # name readers of as_text() look for (JAX's own tests assert an
+    # "all-gather" or "all-reduce" is, or is not, in the compiled program).
     from jax._src import stages
 
     original = getattr(stages.Executable, "as_text", None)
@@ -173,7 +195,7 @@ def _show_plan_as_text():
                 fingerprint = fingerprint.decode()
             text = load_extension().plan_text(fingerprint or "")
             if text is not None:
-                return text
+                return hlo_spelled_collectives(text)
         return original(self)
 
     as_text._pjrtx_wrapped = True

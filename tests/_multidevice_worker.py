@@ -730,6 +730,60 @@ def _(devs, x):
 
 
 # --------------------------------------------------------------------------
+# Batched linalg over a sharded batch dimension (pjrtx: the Shardy path with
+# a batch sharding rule on its linalg custom calls). LAPACK and pjrtx's
+# kernels round differently, so the programs return what both must agree on
+# exactly: pivots and permutations, eigenvalues rounded to 1/16.
+
+@program("jit_lu_pivots_batch_x4", normal(8, 5, 5))
+def _(devs, x):
+    m = mesh(devs, (4,), ("x",))
+    f = lambda a: lax.linalg.lu(a)[1:]
+    return jit_on(devs, f, ns(m, "x"), ns(m, "x"), put(x, m, "x"))
+
+
+@program("jit_eigvalsh_rounded_batch_2x4", normal(8, 6, 6))
+def _(devs, x):
+    m = mesh(devs, (2, 4), ("x", "y"))
+    f = lambda a: jnp.round(jnp.linalg.eigvalsh(a + jnp.swapaxes(a, -1, -2)) * 16)
+    return jit_on(devs, f, ns(m, ("x", "y")), ns(m, ("x", "y")), put(x, m, ("x", "y")))
+
+
+@program("jit_qr_r_rounded_matrix_dim_sharded_x2", normal(4, 6, 6))
+def _(devs, x):
+    # a sharded matrix dimension: gathered, then each device factors
+    m = mesh(devs, (2,), ("x",))
+    f = lambda a: jnp.round(jnp.abs(jnp.linalg.qr(a)[1]) * 16)
+    return jit_on(devs, f, ns(m, None, "x"), ns(m), put(x, m, None, "x"))
+
+
+# --------------------------------------------------------------------------
+# Host callbacks under jit with shardings run once per call, on one device
+
+@program("jit_io_callback_runs_once_x8", ints(8, 4))
+def _(devs, x):
+    from jax.experimental import io_callback
+    m = mesh(devs, (8,), ("x",))
+    seen = []
+
+    def cb(v):
+        seen.append(np.asarray(v).copy())
+        return (np.asarray(v) * 3).astype(np.int32)
+
+    def f(a):
+        b = io_callback(cb, jax.ShapeDtypeStruct(a.shape, jnp.int32), a, ordered=True)
+        c = jax.pure_callback(lambda v: np.asarray(v) + 1, jax.ShapeDtypeStruct(a.shape, a.dtype),
+                              a, sharding=jax.sharding.SingleDeviceSharding(devs[5]))
+        jax.debug.callback(lambda v: seen.append(np.asarray(v).copy()), a)
+        return b + c
+
+    out = jit_on(devs, f, ns(m, "x"), ns(m, "x"), put(x, m, "x"))
+    out.block_until_ready()
+    jax.effects_barrier()
+    return out, np.int32(len(seen)), np.stack(seen).sum(0)
+
+
+# --------------------------------------------------------------------------
 # pmap
 
 def pmapped(devs, k, f, *args, **kw):

@@ -180,3 +180,60 @@ module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32
     assert info.path == "global" and "reduce_window" in info.reason
     assert "func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32>" in out
     assert "stablehlo.partition_id" in out and "sdy" not in out
+
+
+BATCH_CALL_MODULE = """
+module @m attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["i"=2]>
+  func.func public @main(%arg0: tensor<8x6x6xf32> {sdy.sharding = #sdy.sharding<@mesh, [SPEC]>}) -> (tensor<8x6x6xf32>, tensor<8x5xf32>) {
+    %0:2 = stablehlo.custom_call @pjrtx_hessenberg(%arg0) {api_version = 2 : i32, backend_config = ""} : (tensor<8x6x6xf32>) -> (tensor<8x6x6xf32>, tensor<8x5xf32>)
+    return %0#0, %0#1 : tensor<8x6x6xf32>, tensor<8x5xf32>
+  }
+}
+"""
+
+
+def test_batched_linalg_call_partitions_along_its_batch():
+    # XLA partitions its linalg custom calls along their batch dimensions;
+    # pjrtx's get a Shardy rule: no collective for a sharded batch ...
+    with parse_module(BATCH_CALL_MODULE.replace("SPEC", '{"i"}, {}, {}')) as m:
+        info = partition.localize(m, 2)
+        text = str(m)
+    assert info.path == "shardy", info.reason
+    assert "(tensor<4x6x6xf32>) -> (tensor<4x6x6xf32>, tensor<4x5xf32>)" in text, text
+    assert "all_gather" not in text and "sdy." not in text
+    # ... and an all_gather where a matrix dimension is sharded
+    with parse_module(BATCH_CALL_MODULE.replace("SPEC", '{}, {"i"}, {}')) as m:
+        info = partition.localize(m, 2)
+        text = str(m)
+    assert info.path == "shardy", info.reason
+    assert "stablehlo.all_gather" in text and "(tensor<8x6x6xf32>) -> (" in text, text
+
+
+def test_callback_on_a_maximal_mesh_runs_on_its_device_only():
+    text = """
+module @m attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["d"=4]>
+  sdy.mesh @maximal_mesh_2 = <[], device_ids=[2]>
+  func.func public @main(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"d"}]>}) -> (tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"d"}]>}) {
+    %0 = stablehlo.custom_call @pjrtx_callback(%arg0) {api_version = 2 : i32, backend_config = "7", has_side_effect = true, sdy.sharding = #sdy.sharding_per_value<[<@maximal_mesh_2, []>]>} : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
+"""
+    with parse_module(text) as m:
+        info = partition.localize(m, 4)
+        out = str(m)
+    assert info.path == "global"
+    # the call sits in `if partition_id == 2`; its result reaches every
+    # device through an all_gather sliced at 2
+    assert '"stablehlo.if"' in out and "dense<2> : tensor<ui32>" in out, out
+    assert out.count("stablehlo.custom_call") == 1 and "stablehlo.slice" in out
+    assert "sdy." not in out
+
+
+def test_as_text_spells_collectives_as_hlo_does():
+    from pjrtx.jax_plugin import hlo_spelled_collectives
+
+    text = "%1 = stablehlo.all_gather(%0) {}\n%2 = stablehlo.all_reduce(%1)\n%3 = stablehlo.add(%2, %2)"
+    assert hlo_spelled_collectives(text) == "%1 = all-gather(%0) {}\n%2 = all-reduce(%1)\n%3 = stablehlo.add(%2, %2)"

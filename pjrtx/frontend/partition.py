@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import os
 import re
@@ -56,8 +57,8 @@ LOCAL_PIPELINE = "builtin.module(sdy-convert-global-to-local,sdy-drop-sharding-a
 #     (convert_global_to_local.cc:2747, :2108);
 #   while, case, if: region types are not converted (pass error);
 #   dynamic_slice, dynamic_update_slice: sliced sizes are not localized;
-#   custom_call, rng ops, fft, select_and_scatter, pad, reverse, cholesky,
-#   triangular_solve, chlo.*: not verified.
+#   custom_call (but see _BATCH_TARGETS), rng ops, fft, select_and_scatter,
+#   pad, reverse, chlo.*: not verified.
 _ELEMENTWISE = {
     "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex",
     "convert", "cosine", "count_leading_zeros", "divide", "exponential",
@@ -72,6 +73,9 @@ _STRUCTURAL = {
     "constant", "iota", "broadcast_in_dim", "reshape", "transpose",
     "concatenate", "slice", "dot_general", "sort", "convolution",
     "optimization_barrier",
+    # batched matrix ops: Shardy's own rules keep the batch dimensions and
+    # replicate each matrix (an all_gather where a matrix dim is sharded)
+    "cholesky", "triangular_solve",
     # special-cased below: reduce (body kind), scatter (add body only)
     "reduce", "scatter",
 }
@@ -87,6 +91,19 @@ _SCALAR_BODY_OPS = {"stablehlo.reduce", "stablehlo.sort", "stablehlo.scatter",
 _REDUCER_BODIES = {"stablehlo.add", "stablehlo.maximum", "stablehlo.minimum",
                    "stablehlo.multiply", "stablehlo.and", "stablehlo.or"}
 _USER_TAG = "pjrtx.user_collective"
+_BATCH_TAG = "pjrtx.batch_call"
+# pjrtx's linalg custom calls: each works matrix by matrix over leading batch
+# dimensions that all its operands and results share (operand 0 has this
+# many trailing core dimensions), as XLA partitions its own linalg custom
+# calls (num_batch_dims). The frontend gives them a Shardy sharding rule
+# (batch factors shared, every core dimension replicated) and lets them on
+# the Shardy path.
+_BATCH_TARGETS = {
+    "pjrtx_eig": 2, "pjrtx_eigh": 2, "pjrtx_svd": 2, "pjrtx_schur": 2,
+    "pjrtx_hessenberg": 2, "pjrtx_tridiagonal": 2, "pjrtx_tridiagonal_solve": 1,
+    "pjrtx_geqp3": 2, "LuDecomposition": 2, "Qr": 2,
+    "ProductOfElementaryHouseholderReflectors": 2,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -424,6 +441,85 @@ def _reduce_kind(op) -> str | None:
     return _op_name(body[0])
 
 
+def _factor_name(i: int) -> str:
+    # Shardy's factor names: i..z, then z_1, z_2, ...
+    return chr(ord("i") + i) if i < 18 else f"z_{i - 17}"
+
+
+def _batch_layout(o):
+    """-> (batch dims, static shapes of operands then results) for a custom
+    call of _BATCH_TARGETS whose operands and results share at least one
+    leading batch dimension; None otherwise."""
+    if _op_name(o) != "stablehlo.custom_call":
+        return None
+    core = _BATCH_TARGETS.get(ir.StringAttr(o.attributes["call_target_name"]).value)
+    values = [v.type for v in o.operands] + [r.type for r in o.results]
+    if core is None or not values or not all(
+            _is_ranked(t) and ir.RankedTensorType(t).has_static_shape for t in values):
+        return None
+    shapes = [list(ir.RankedTensorType(t).shape) for t in values]
+    nb = len(shapes[0]) - core
+    if nb < 1 or any(len(sh) < nb or sh[:nb] != shapes[0][:nb] for sh in shapes):
+        return None
+    return nb, shapes
+
+
+def _add_batch_rules(main, mesh_name: str) -> None:
+    """Readies each batched custom call for Shardy: a sdy.sharding_rule (the
+    batch dims are common factors, every other dim its own factor that
+    needs replication), and a sharding constraint on each operand that
+    keeps its batch dims open and replicates the rest (jaxlib 0.10.2's
+    explicit reshards ignore need_replication: an operand sharded along a
+    matrix dimension would reach the call as a slice). The global shapes go
+    in _BATCH_TAG for _check_batch_calls."""
+    for o in list(_walk(main)):
+        layout = _batch_layout(o)
+        if layout is None:
+            continue
+        nb, shapes = layout
+        sizes = list(shapes[0][:nb])
+        mapping, need = [], []
+        for sh in shapes:
+            names = [_factor_name(d) for d in range(nb)]
+            for d in sh[nb:]:
+                names.append(_factor_name(len(sizes)))
+                need.append(names[-1])
+                sizes.append(d)
+            mapping.append("[" + ", ".join(names) + "]")
+        nin = len(o.operands)
+        factors = ", ".join(f"{_factor_name(i)}={d}" for i, d in enumerate(sizes))
+        rule = (f"#sdy.op_sharding_rule<({', '.join(mapping[:nin])})->"
+                f"({', '.join(mapping[nin:])}) {{{factors}}}"
+                + (f" need_replication={{{', '.join(need)}}}" if need else "") + ">")
+        o.attributes["sdy.sharding_rule"] = ir.Attribute.parse(rule)
+        o.attributes[_BATCH_TAG] = ir.StringAttr.get(json.dumps(shapes))
+        for k, (v, sh) in enumerate(zip(list(o.operands), shapes)):
+            dims = ", ".join(["{?}"] * nb + ["{}"] * (len(sh) - nb))
+            with ir.InsertionPoint(o), o.location:
+                c = ir.Operation.create(
+                    "sdy.sharding_constraint", results=[v.type], operands=[v],
+                    attributes={"sharding": ir.Attribute.parse(
+                        f"#sdy.sharding<@{mesh_name}, [{dims}]>")})
+            o.operands[k] = c.result
+
+
+def _check_batch_calls(main) -> None:
+    """After localization each batched custom call must see whole matrices
+    (its global non-batch dims) and one batch block in all its operands and
+    results; otherwise the program takes the global path."""
+    for o in _walk(main):
+        if _BATCH_TAG not in o.attributes:
+            continue
+        glob = json.loads(ir.StringAttr(o.attributes[_BATCH_TAG]).value)
+        del o.attributes[_BATCH_TAG]
+        shapes = [list(ir.RankedTensorType(v.type).shape)
+                  for v in list(o.operands) + list(o.results)]
+        nb = len(glob[0]) - _BATCH_TARGETS[ir.StringAttr(o.attributes["call_target_name"]).value]
+        if any(sh[:nb] != shapes[0][:nb] or sh[nb:] != g[nb:] for sh, g in zip(shapes, glob)):
+            raise ShardyUnsafe(f"a batched custom call's operands and results disagree after "
+                               f"localization: {shapes} (global {glob})")
+
+
 def _screen(main, mesh_axis_names: set) -> tuple[list[str], list[str]]:
     """-> (unsafe ops outside manual computations, unsafe ops inside them)."""
     outside, inside = [], []
@@ -450,6 +546,8 @@ def _screen(main, mesh_axis_names: set) -> tuple[list[str], list[str]]:
                                                 "stablehlo.collective_permute",
                                                 "stablehlo.all_to_all", "stablehlo.reduce_scatter",
                                                 "stablehlo.partition_id"):
+                        pass
+                    elif name == "stablehlo.custom_call" and _batch_layout(o) is not None:
                         pass
                     elif name not in SHARDY_SAFE_OPS:
                         bad = name
@@ -616,6 +714,7 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
     axes, ids = _mesh_info(mesh_attr, n)
     _close_unannotated_args(main, mesh_name)
     _tag_user_collectives(main)
+    _add_batch_rules(main, mesh_name)
     passmanager.PassManager.parse(SHARDY_PIPELINE).run(module.operation)
     main = _main(module)
     _check_partial_sums(main)
@@ -628,6 +727,7 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
     if left:
         raise ShardyUnsafe(f"sdy ops remain after the pipeline: {left}")
     _check_inserted_collectives(main)
+    _check_batch_calls(main)
     _fix_all_reduce_bodies(main)
     for o in _walk(main):
         if _USER_TAG in o.attributes:

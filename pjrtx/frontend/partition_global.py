@@ -354,6 +354,97 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
         inline_calls(module)
 
 
+def _maximal_device(op, meshes: dict) -> int | None:
+    """The partition an op is pinned to by a maximal sharding
+    (#sdy.sharding_per_value<[<@maximal_mesh_K, []>]>, a mesh with no axes
+    and one device id: JAX's annotation of a callback outside shard_map),
+    or None."""
+    if "sdy.sharding" not in _attr_names(op):
+        return None
+    found = set()
+    for name in re.findall(r"<@([\w.$-]+)\s*,", str(op.attributes["sdy.sharding"])):
+        mesh = meshes.get(name)
+        if mesh is None or list(mesh.axes):
+            return None
+        ids = [int(i) for i in mesh.device_ids]
+        if len(ids) != 1:
+            return None
+        found.add(ids[0])
+    return found.pop() if len(found) == 1 else None
+
+
+def _run_on_one_device(module, n: int, meshes: dict) -> None:
+    """An op with a maximal sharding runs once, on its device, as XLA's
+    partitioner runs it (a host callback called once per call, not once per
+    device): on the global path it moves into `if partition_id == K`, the
+    other devices take zeros (tokens: after_all of its token operands), and
+    each array result is all-gathered over every device and sliced at K, so
+    all devices go on with the value device K computed (bit for bit)."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    todo = [(o, k) for o in _walk(_main(module))
+            for k in [_maximal_device(o, meshes)] if k is not None]
+    handles = itertools.count(5000)
+    for op, k in todo:
+        types = [r.type for r in op.results]
+        if not all(shlo.TokenType.isinstance(t) or
+                   (_is_ranked(t) and ir.RankedTensorType(t).has_static_shape) for t in types):
+            continue  # left to run on every device, as before
+        if not 0 <= k < n:
+            raise ValueError(f"pjrtx: an op is pinned to partition {k} of {n}")
+        tokens = [v for v in op.operands if shlo.TokenType.isinstance(v.type)]
+        with ir.InsertionPoint(op), op.location:
+            u32 = ir.RankedTensorType.get([], ir.IntegerType.get_unsigned(32))
+            pid = ir.Operation.create("stablehlo.partition_id", results=[u32]).result
+            kk = shlo.ConstantOp(ir.Attribute.parse(f"dense<{k}> : tensor<ui32>")).result
+            pred = shlo.CompareOp(pid, kk, shlo.ComparisonDirectionAttr.get("EQ")).result
+            if_op = ir.Operation.create("stablehlo.if", results=types, operands=[pred],
+                                        regions=2)
+        then_block = if_op.regions[0].blocks.append()
+        else_block = if_op.regions[1].blocks.append()
+        op.detach_from_parent()
+        ir.InsertionPoint(then_block).insert(op)
+        with ir.InsertionPoint(then_block), op.location:
+            then_ret = shlo.ReturnOp(list(op.results)).operation
+
+        def use_outside(old, new):
+            # every use but the then-branch's return, which yields the op's own
+            for use in list(old.uses):
+                if use.owner != then_ret:
+                    use.owner.operands[use.operand_number] = new
+        with ir.InsertionPoint(else_block), op.location:
+            outs = []
+            for t in types:
+                if shlo.TokenType.isinstance(t):
+                    outs.append(shlo.AfterAllOp(tokens).result)
+                else:
+                    outs.append(shlo.ConstantOp(ir.Attribute.parse(
+                        f"dense<{_zero_text(ir.RankedTensorType(t).element_type)}> : {t}")).result)
+            shlo.ReturnOp(outs)
+        # Every device takes device K's results.
+        with ir.InsertionPoint.after(if_op), op.location:
+            for r_old, r_new in zip(list(op.results), list(if_op.results)):
+                if shlo.TokenType.isinstance(r_new.type):
+                    use_outside(r_old, r_new)
+                    continue
+                rt = ir.RankedTensorType(r_new.type)
+                one = ir.RankedTensorType.get([1, *rt.shape], rt.element_type)
+                all_t = ir.RankedTensorType.get([n, *rt.shape], rt.element_type)
+                v = shlo.ReshapeOp(one, r_new).result
+                groups = ir.DenseElementsAttr.get(np.arange(n, dtype=np.int64).reshape(1, n))
+                g = ir.Operation.create(
+                    "stablehlo.all_gather", results=[all_t], operands=[v], attributes={
+                        "all_gather_dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0),
+                        "replica_groups": groups,
+                        "channel_handle": ir.Attribute.parse(
+                            f"#stablehlo.channel_handle<handle = {next(handles)}, type = 1>"),
+                        "use_global_device_ids": ir.UnitAttr.get()}).result
+                sl = shlo.SliceOp(g, ir.DenseI64ArrayAttr.get([k] + [0] * rt.rank),
+                                  ir.DenseI64ArrayAttr.get([k + 1, *rt.shape]),
+                                  ir.DenseI64ArrayAttr.get([1] * (rt.rank + 1))).result
+                use_outside(r_old, shlo.ReshapeOp(rt, sl).result)
+
+
 def _strip_sdy(module):
     """Drops sdy ops that only annotate (constraints, reshards, barriers) and
     every sdy attribute, and the meshes."""
@@ -465,5 +556,6 @@ def localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo:
                     if o.attributes["sym_name"].value == "main"][0]
         new_main.operation.clone(ip=ir.InsertionPoint(module.body))
         inline_calls(module)
+    _run_on_one_device(module, n, meshes)
     _strip_sdy(module)
     return PartitionInfo("global", reason, n, axes, ids, args, results)

@@ -39,6 +39,7 @@ from jax._src import callback as cb
 from jax._src import config, core, dtypes
 from jax._src import debugging
 from jax._src import effects
+from jax._src import sharding_impls
 from jax._src.interpreters import mlir
 from jax._src.lib.mlir.dialects import hlo
 from jax._src.sharding_impls import SdyArray, SdyArrayList
@@ -208,6 +209,23 @@ def _op_sharding(ctx, sharding, with_token: bool):
     return op_sharding
 
 
+def _debug_op_sharding(ctx):
+    """The annotation JAX's debug_callback_lowering puts on an unordered
+    debug callback: maximal on device 0 under jit (it runs once, on the
+    whole value), manual inside a fully manual shard_map (once per device).
+    A partially manual shard_map gets none: JAX wraps the callback in a cond
+    on the auto axes' index there, which pjrtx does not (it runs on every
+    device, as before)."""
+    axis_context = ctx.module_context.axis_context
+    if isinstance(axis_context, sharding_impls.SPMDAxisContext):
+        if set(axis_context.mesh.axis_names) != set(axis_context.manual_axes):
+            return None
+        return cb._callback_op_sharding(axis_context, None, ctx.avals_out)
+    if isinstance(axis_context, sharding_impls.ShardingContext):
+        return cb._callback_op_sharding(axis_context, None, ctx.avals_out)
+    return None
+
+
 def emit_callback(ctx, fn: Callable, name: str, operands: Sequence, *,
                   has_side_effect: bool, token=None, annotate=False, sharding=None):
     """custom_call @pjrtx_callback calling fn(*numpy operands) -> results
@@ -230,7 +248,11 @@ def _emit(ctx, fn, name, operands, result_avals, has_side_effect, token, annotat
         result_types = [hlo.TokenType.get(), *result_types]
     op = mlir.custom_call(TARGET, result_types=result_types, operands=operands,
                           backend_config=str(cb_id), has_side_effect=has_side_effect)
-    if annotate:
+    if annotate == "debug":
+        op_sharding = _debug_op_sharding(ctx)
+        if op_sharding is not None:
+            mlir.set_sharding(ctx.module_context, op, op_sharding)
+    elif annotate:
         mlir.set_sharding(ctx.module_context, op, _op_sharding(ctx, sharding, token is not None))
     results = list(op.results)
     if token is not None:
@@ -296,8 +318,10 @@ def _debug_callback_rule(ctx, *args, callback, effect, partitioned, **params):
                                         partitioned=partitioned, **params)
         return ()
     name = _name("jax.debug.callback", callback)
+    # JAX annotates unordered debug callbacks only (debug_callback_lowering)
     return _with_effect_token(ctx, effect, lambda token: emit_callback(
-        ctx, fn, name, args, has_side_effect=True, token=token))
+        ctx, fn, name, args, has_side_effect=True, token=token,
+        annotate="debug" if token is None else False))
 
 
 def _debug_print_rule(ctx, *args, fmt, ordered, **params):
@@ -307,7 +331,8 @@ def _debug_print_rule(ctx, *args, fmt, ordered, **params):
     effect = debugging.ordered_debug_effect if ordered else debugging.debug_effect
     name = f"jax.debug.print({fmt!r})"
     return _with_effect_token(ctx, effect, lambda token: emit_callback(
-        ctx, fn, name, args, has_side_effect=True, token=token))
+        ctx, fn, name, args, has_side_effect=True, token=token,
+        annotate="debug" if token is None else False))
 
 
 def _check_rule(ctx, *args, err_tree, debug):
