@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-if mode in ("peer_dies", "devices_mismatch"):
+if mode in ("peer_dies", "peer_stuck", "devices_mismatch"):
     from pjrtx import jax_plugin
     jax_plugin.ensure_registered()
     port, pid = sys.argv[2], int(sys.argv[3])
@@ -59,3 +59,15 @@ elif mode == "peer_dies":
     except Exception as e:  # noqa: BLE001
         print(f"RAISED after {time.monotonic() - t0:.1f}s {type(e).__name__}: {e}", flush=True)
     os._exit(0)  # jax's coordination service would wait for the dead peer at shutdown
+elif mode == "peer_stuck":
+    x = np.arange(len(devs), dtype=np.float32) + 1
+    print(f"first {psum(x)}", flush=True)
+    if pid == 1:
+        time.sleep(45)  # alive, but never joins the second collective
+        os._exit(0)
+    t0 = time.monotonic()
+    try:
+        print(f"second {psum(x * 2)}", flush=True)
+    except Exception as e:  # noqa: BLE001
+        print(f"RAISED after {time.monotonic() - t0:.1f}s {type(e).__name__}: {e}", flush=True)
+    os._exit(0)

@@ -84,6 +84,15 @@ def test_a_dead_peer_fails_the_survivors_collective_with_a_clear_error():
     assert "UNAVAILABLE" in m.group(3) and "other processes" in m.group(3), m.group(0)
 
 
+def test_a_stuck_peer_fails_the_collective_after_the_timeout():
+    (rc0, out0, err0), _ = _pair("peer_stuck", PJRTX_COLLECTIVE_TIMEOUT_S="4")
+    assert "first 3.0" in out0, out0 + err0[-3000:]
+    m = re.search(r"RAISED after ([\d.]+)s (\w+): (.*)", out0)
+    assert m, out0 + err0[-3000:]
+    assert 3 < float(m.group(1)) < 30, m.group(0)
+    assert "did not complete the exchange within 4 s" in m.group(3), m.group(0)
+
+
 def test_processes_with_different_device_counts_are_refused():
     outs = _pair("devices_mismatch")
     for rc, out, err in outs:

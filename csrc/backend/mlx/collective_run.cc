@@ -1,6 +1,7 @@
 #include "backend/mlx/collective_run.h"
 
 #include <cstdint>
+#include <thread>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 
@@ -8,6 +9,48 @@
 #include "common/error.h"
 
 namespace pjrtx::backend {
+
+namespace {
+// Runs an exchange between processes on a thread of its own and waits for
+// it at most `timeout`: a peer that is alive but stuck would otherwise hold
+// this device (and the run) inside MLX's transport forever. On timeout the
+// thread is left behind (MLX gives no way to cancel it) and the run fails.
+template <typename F>
+auto bounded(std::chrono::milliseconds timeout, const std::string& op, F&& fn)
+    -> decltype(fn()) {
+  using R = decltype(fn());
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::optional<R> value;
+    std::exception_ptr error;
+  };
+  auto sh = std::make_shared<Shared>();
+  std::thread([sh, fn = std::forward<F>(fn)]() mutable {
+    std::optional<R> v;
+    std::exception_ptr err;
+    try {
+      v = fn();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(sh->mu);
+    sh->value = std::move(v);
+    sh->error = err;
+    sh->done = true;
+    sh->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(sh->mu);
+  if (!sh->cv.wait_for(lock, timeout, [&] { return sh->done; }))
+    throw Error(ErrorCode::kDeadlineExceeded,
+                "the other processes did not complete the exchange within " +
+                    std::to_string(timeout.count() / 1000) +
+                    " s (PJRTX_COLLECTIVE_TIMEOUT_S; is one of them stuck?)");
+  if (sh->error) std::rethrow_exception(sh->error);
+  return std::move(*sh->value);
+}
+}  // namespace
 
 std::vector<Arrays> CollectiveRun::exchange(int64_t seq, const std::vector<int>& group, int me,
                                             Arrays mine, const std::string& op) {
@@ -78,7 +121,7 @@ std::vector<Arrays> CollectiveRun::exchange_processes(int64_t seq, const std::ve
     std::vector<Arrays> rows;
     std::string failure;
     try {
-      rows = gather_from_processes(local);
+      rows = bounded(timeout_, op, [local] { return gather_from_processes(local); });
     } catch (const std::exception& e) {
       failure = "[" + op + "] pjrtx: the exchange with the other processes failed: " + e.what();
     }
@@ -133,7 +176,7 @@ Arrays CollectiveRun::shared_exchange(
     Arrays result;
     std::string failure;
     try {
-      result = cross(local);
+      result = bounded(timeout_, op, [local, cross] { return cross(local); });
     } catch (const std::exception& e) {
       failure = "[" + op + "] pjrtx: the exchange with the other processes failed: " + e.what();
     }
@@ -176,7 +219,7 @@ Arrays CollectiveRun::reduce_processes(
     int64_t seq, int me, Arrays mine, ProcessReduce kind,
     const std::function<mx::array(const mx::array&, const mx::array&)>& fold,
     const std::string& op) {
-  return shared_exchange(seq, me, std::move(mine), op, [&](const std::vector<Arrays>& local) {
+  return shared_exchange(seq, me, std::move(mine), op, [fold, kind](const std::vector<Arrays>& local) {
     Arrays reduced;
     for (size_t j = 0; j < local.front().size(); ++j) {
       mx::array acc = local.front()[j];
