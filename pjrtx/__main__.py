@@ -7,6 +7,16 @@ import argparse
 import sys
 
 
+def distributed_line(ext, env) -> str:
+    """Which MLX distributed back end joins processes under jax.distributed."""
+    chosen = env.get("PJRTX_DISTRIBUTED")
+    have = {b: bool(ext.distributed_available(b)) for b in ("ring", "mpi", "nccl", "jaccl")}
+    listed = ", ".join(f"{b} {'yes' if ok else 'no'}" for b, ok in have.items())
+    state = "available" if have.get(chosen) else "NOT available in this MLX build"
+    return (f"jax.distributed joins them through MLX's {chosen} ({state}; PJRTX_DISTRIBUTED="
+            f"{chosen}; {listed}); local runs: python -m pjrtx launch -n N script.py")
+
+
 def doctor() -> int:
     from importlib import metadata
 
@@ -47,6 +57,7 @@ def doctor() -> int:
         print(f"devices    unavailable: PJRTX_DEVICES must be a whole number from 1 to 1024, "
               f"got {raw!r}")
         ok = False
+    print(f"processes  {distributed_line(ext, env)}")
     print(f"blas       {blas_line()}")
     print(f"float32    {float32_line()}")
     if ok:

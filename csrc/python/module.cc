@@ -13,6 +13,7 @@
 #include "backend/mlx/mlx_rules.h"
 #include "backend/mlx/constant_pool.h"
 #include "backend/mlx/device.h"
+#include "backend/mlx/process_group.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/ops/counted_loop.h"
 #include "backend/mlx/registry.h"
@@ -37,6 +38,8 @@ NB_MODULE(_pjrtx, m) {
   profile_enabled();
   m.attr("__version__") = PJRTX_VERSION;
   m.def("mlx_version", &backend::mlx_version, "MLX version the extension runs with");
+  m.def("distributed_available", &backend::distributed_backend_available, nb::arg("name"),
+        "Whether MLX's distributed back end `name` (ring, mpi, nccl, jaccl) is available here");
   m.def(
       "device_backend",
       [](const std::string& preference) { return backend::choose_device(preference).backend; },

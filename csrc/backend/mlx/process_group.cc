@@ -85,6 +85,14 @@ bool processes_joined() {
   return g_group.has_value();
 }
 
+bool distributed_backend_available(const std::string& name) {
+  try {
+    return dist::is_available(name);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 std::string process_backend() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_backend;

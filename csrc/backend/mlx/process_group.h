@@ -24,6 +24,9 @@ struct ProcessGroupConfig {
 // INVALID_ARGUMENT when MLX's group disagrees with `config` on rank or size.
 void join_processes(const ProcessGroupConfig& config);
 bool processes_joined();
+// Whether this MLX build has the distributed back end `name` (ring, mpi,
+// nccl, jaccl) and can start it here (mpi needs libmpi at run time).
+bool distributed_backend_available(const std::string& name);
 // The back end in use ("" before join_processes).
 std::string process_backend();
 
