@@ -12,7 +12,7 @@ import pytest
 SMOKE = Path(__file__).resolve().parent.parent / "jax_smoke"
 # Each ends its output with "N passed, M failed". A script named here that
 # is missing fails its case (a rename must not silently drop it).
-SCRIPTS = ["f64_stages.py", "gp_regression.py", "rnn_scan.py", "smoke.py", "spectral.py",
+SCRIPTS = ["data_parallel.py", "f64_stages.py", "gp_regression.py", "rnn_scan.py", "smoke.py", "spectral.py",
            "train_cnn.py", "train_mlp.py"]
 # jax_smoke/'s other programs: the test that runs each, or why none does.
 ELSEWHERE = {
@@ -20,6 +20,8 @@ ELSEWHERE = {
     "bench.py": ("tests/test_bench.py", "runs it with --quick"),
     "bench_dispatch.py": (None, "timings only; needs MLX's own Python package (mlx.core)"),
     "bench_loop.py": (None, "a benchmark against MLX's own Python package (mlx.core)"),
+    "bench_collectives.py": (None, "timings only: pjrtx against mx.distributed across processes "
+                             "(tests/test_multiprocess.py checks the values)"),
 }
 
 

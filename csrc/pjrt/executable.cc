@@ -337,7 +337,7 @@ PJRT_Error* LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args) {
     if (args->num_devices != n)
       invalid_argument(kFn, ": the executable runs on ", n, " device(s); got num_devices=",
                        args->num_devices);
-    need(args->output_lists, "output_lists");
+    if (n > 0) need(args->output_lists, "output_lists");
     if (args->num_args > 0) need(args->argument_lists, "argument_lists");
     std::vector<std::vector<runtime::BufferPtr>> inputs(n);
     for (size_t d = 0; d < n; ++d) {

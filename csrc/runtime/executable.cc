@@ -52,7 +52,9 @@ LoadedExecutable::LoadedExecutable(Client* client, std::shared_ptr<const Compile
       local_devices_.push_back(devices_.back());
     }
   }
-  Device* device = local_devices_.front();
+  // Memory kinds from this process's first device (any device when the
+  // program runs only on other processes').
+  Device* device = local_devices_.empty() ? devices_.front() : local_devices_.front();
   auto kind = [](const std::vector<std::string>& kinds, size_t i) {
     return i < kinds.size() ? std::string_view(kinds[i]) : std::string_view();
   };
@@ -135,6 +137,7 @@ std::vector<LoadedExecutable::Result> LoadedExecutable::execute(
   for (size_t d = 0; d < args.size(); ++d)
     for (size_t i : donated[d]) args[d][i]->mark_deleted();
   std::vector<Result> results;
+  if (local_.empty()) return results;  // only other processes' devices run it
   if (devices_.size() == 1) {
     results.push_back(launch(0, std::move(uses[0]), nullptr));
   } else {

@@ -120,6 +120,10 @@ def _error_line(ev: dict) -> str:
 
 def run_unit(opts: Options, file: str, shard: tuple[int, int] | None) -> list[Result]:
     """Runs one file (or one shard of it) until every test has an outcome."""
+    from pjrtx.conformance import multiprocess
+
+    if multiprocess.is_multiprocess(file):  # its own launcher of several processes
+        return multiprocess.run_unit(opts, file)
     with tempfile.TemporaryDirectory(prefix="pjrtx-conf-") as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
