@@ -8,6 +8,7 @@
 #include "backend/mlx/device.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
+#include "backend/mlx/transfer.h"
 
 #include "common/env.h"
 #include "common/profile.h"
@@ -222,13 +223,18 @@ LoadedExecutable::Result LoadedExecutable::launch(
     try {
       backend::Arrays inputs;
       inputs.reserve(uses->size());
-      for (const auto& u : *uses) inputs.push_back(u.buffer()->array_for_use());
+      std::vector<bool> donated;  // execute() marked the donated arguments deleted
+      for (const auto& u : *uses) {
+        inputs.push_back(u.buffer()->array_for_use());
+        donated.push_back(u.buffer()->is_deleted());
+      }
       uses.reset();  // the arrays in `inputs` keep the data alive from here
       backend::Arrays effects;
       backend::Arrays arrays;
       {
         ProfileScope phase("execute", "graph build");
         arrays = program->run(inputs, &effects, collectives.get());
+        backend::unshare_outputs(arrays, inputs, donated);
       }
       // The graph holds what it reads; our handles would keep a donated
       // input's use count above 1 and stop MLX from reusing its memory.

@@ -33,6 +33,12 @@ mx::array materialized(const mx::array& a);
 // another device must not share the source's memory). Call on the
 // destination's executor, with `a` evaluated.
 mx::array copy_to_own_storage(const mx::array& a);
+// Outputs that are one of the run's non-donated inputs, or an earlier
+// output, array for array, become copies on this device's stream, so every
+// output buffer has storage of its own (XLA copies such outputs too; a
+// donated input passed through keeps its storage). Call on the executor.
+void unshare_outputs(std::vector<mx::array>& outputs, const std::vector<mx::array>& inputs,
+                     const std::vector<bool>& donated);
 // The address of an evaluated, row-contiguous array's data (0 when empty).
 uintptr_t array_address(const mx::array& a);
 
