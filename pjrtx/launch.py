@@ -122,7 +122,10 @@ def launch(nprocs: int, devices: int | None, script: str, args: list[str],
         env["PYTHONUNBUFFERED"] = "1"
         if devices is not None:
             env["PJRTX_DEVICES"] = str(devices)
-        p = subprocess.Popen([sys.executable, "-m", "pjrtx.launch", "--child", script, *args],
+        # launch.py run as a file, not with -m: -m would put the working
+        # directory first on sys.path, where a source checkout of pjrtx
+        # (without its compiled extension) shadows the installed package.
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", script, *args],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
         procs.append(p)
@@ -188,6 +191,10 @@ def launch(nprocs: int, devices: int | None, script: str, args: list[str],
 
 
 if __name__ == "__main__":
+    # Run as a file, Python put this package's own folder first on sys.path;
+    # the worker's imports must not see its modules as top-level ones.
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        sys.path.pop(0)
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         sys.exit(child_main(sys.argv[2:]))
     raise SystemExit("use: python -m pjrtx launch -n N [--devices K] script.py [args]")

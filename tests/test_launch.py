@@ -26,8 +26,10 @@ def _env(**extra):
 
 def _launch(*args, timeout=240, **extra):
     t0 = time.monotonic()
+    # From the tests folder: from the repository root `python -m pjrtx`
+    # would import the source checkout, not the installed package.
     p = subprocess.run([sys.executable, "-m", "pjrtx", "launch", *args], env=_env(**extra),
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, timeout=timeout, cwd=HERE)
     return p, time.monotonic() - t0
 
 
