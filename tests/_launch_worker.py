@@ -12,20 +12,22 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-if mode in ("peer_dies", "peer_stuck", "devices_mismatch"):
+if mode in ("peer_dies", "peer_stuck", "devices_mismatch", "port_in_use"):
     from pjrtx import jax_plugin
     jax_plugin.ensure_registered()
     port, pid = sys.argv[2], int(sys.argv[3])
     address = f"127.0.0.1:{port}"
     if mode == "devices_mismatch":
         os.environ["PJRTX_DEVICES"] = str(1 + pid)  # process 1 has 2, process 0 has 1
+    if mode == "port_in_use" and pid == 1:
+        os.environ.pop("PJRTX_DISTRIBUTED_PORT", None)  # only process 0 gets the busy port
     try:
         jax.distributed.initialize(coordinator_address=address, num_processes=2, process_id=pid,
                                    initialization_timeout=20)
         devs = jax.devices("pjrtx")
     except Exception as e:  # noqa: BLE001 - the test reads the message
         print(f"RAISED {type(e).__name__}: {e}", flush=True)
-        sys.exit(0)
+        os._exit(0)  # not jax.distributed's shutdown barrier: the peer may be gone
 else:
     jax.distributed.initialize()
     devs = jax.devices()

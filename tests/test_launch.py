@@ -101,3 +101,17 @@ def test_processes_with_different_device_counts_are_refused():
         assert rc == 0, err[-3000:]
         assert "RAISED" in out, out + err[-2000:]
         assert "every process needs the same PJRTX_DEVICES" in out, out
+
+
+def test_a_busy_ring_port_is_a_clear_error():
+    # Process 0's ring port (PJRTX_DISTRIBUTED_PORT) is held by this test:
+    # its client creation fails naming the port in use. (Process 1 then
+    # loses its coordinator, process 0; what it does next is jaxlib's.)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        outs = _pair("port_in_use", timeout=120, PJRTX_DISTRIBUTED_PORT=str(busy.getsockname()[1]))
+    rc, out, err = outs[0]
+    assert rc == 0, err[-3000:]
+    assert "RAISED" in out and "UNAVAILABLE" in out, out + err[-2000:]
+    assert "ring port is in use" in out, out

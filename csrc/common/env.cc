@@ -32,6 +32,9 @@ const std::vector<EnvVar>& env_vars() {
        "several processes: the address other processes reach this one at (default: "
        "127.0.0.1 when every process runs on one host, else this host's first non-loopback "
        "IPv4 address)"},
+      {"PJRTX_DISTRIBUTED_PORT", "",
+       "several processes: the TCP port where MLX's ring accepts this process (default: a "
+       "free port the system picks; set it where a firewall must let it through)"},
       {"PJRTX_DISTRIBUTED_TIMEOUT_S", "120",
        "several processes: seconds the client waits for the other processes' details in "
        "JAX's key-value store when it is created"},

@@ -109,7 +109,22 @@ PeerInfo local_peer_info(int local_devices, const std::string& kind) {
   p.kind = kind;
   p.hostname = hostname();
   std::string host = env_string("PJRTX_DISTRIBUTED_HOST");
-  p.address = (host.empty() ? first_ipv4() : host) + ":" + std::to_string(free_port());
+  std::string port = env_string("PJRTX_DISTRIBUTED_PORT");
+  if (!port.empty()) {
+    int n = 0;
+    try {
+      size_t used = 0;
+      n = std::stoi(port, &used);
+      if (used != port.size()) n = 0;
+    } catch (const std::exception&) {
+      n = 0;
+    }
+    if (n < 1 || n > 65535)
+      invalid_argument("pjrtx: PJRTX_DISTRIBUTED_PORT must be a TCP port (1-65535), got '", port,
+                       "'");
+  }
+  p.address = (host.empty() ? first_ipv4() : host) + ":" +
+              (port.empty() ? std::to_string(free_port()) : port);
   return p;
 }
 

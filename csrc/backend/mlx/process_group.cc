@@ -67,9 +67,15 @@ void join_processes(const ProcessGroupConfig& config) {
     try {
       return dist::init(/*strict=*/true, config.backend);
     } catch (const std::exception& e) {
+      std::string why = e.what();
+      // EADDRINUSE (98 on Linux, 48 on macOS) from MLX's ring bind
+      if (why.find("Couldn't bind") != std::string::npos &&
+          (why.find("error: 98") != std::string::npos || why.find("error: 48") != std::string::npos))
+        why += " (this process's ring port is in use: another program holds it, or "
+               "PJRTX_DISTRIBUTED_PORT names a busy port)";
       throw Error(ErrorCode::kUnavailable, "pjrtx: joining " + std::to_string(config.size) +
                                                " processes through MLX's '" + config.backend +
-                                               "' back end failed: " + e.what());
+                                               "' back end failed: " + why);
     }
   }();
   if (g.rank() != config.rank || g.size() != config.size)
