@@ -18,7 +18,11 @@ cp "${2:?a part}" "$ROOT/parts/"
 [ "$cmd" = build ] || { echo "unknown command $cmd" >&2; exit 2; }
 
 PY=${PYTHON:-python3}
-BUILD=${BUILD:-build/gpu}  # CXX picks the compiler, as for any CMake build
+BUILD=${BUILD:-build/gpu}
+# The system compiler, whose libstdc++ is the one Python loads: that image's
+# default CXX (/opt/gcc, GCC 15) instantiates iostream templates that libmlx
+# then bound to in our module, and crashed. CXX overrides.
+export CXX=${CXX_OVERRIDE:-/usr/bin/g++}
 rm -rf "$ROOT/site" && mkdir -p "$ROOT/site"
 cat "$ROOT"/parts/pjrtx-gpu-site.tar.xz.part-* | xz -d -T0 | tar -C "$ROOT/site" -xf -
 cat >"$ROOT/env.sh" <<EOF
