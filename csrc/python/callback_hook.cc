@@ -52,9 +52,21 @@ void copy_result(uint64_t id, size_t i, nb::handle value, const backend::HostArr
                            std::to_string(out.nbytes));
 }
 
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 void run_callback(uint64_t id, const std::vector<backend::HostArray>& args,
                   const std::vector<backend::HostArray>& results) {
-  if (!Py_IsInitialized() || !nb::is_alive())
+  // Taking the GIL while the interpreter finalizes ends this thread (Python
+  // unwinds it with pthread_exit, and the unwind aborts the process when it
+  // meets a frame that cannot be unwound): a run still calling back at exit
+  // fails instead.
+  if (!Py_IsInitialized() || !nb::is_alive() || interpreter_finalizing())
     callback_error(id, "called after the Python interpreter shut down");
   nb::gil_scoped_acquire gil;
   try {
