@@ -11,40 +11,25 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "_launch_worker.py")
-
-
-def _env(**extra):
-    import pjrtx
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(pjrtx.__file__)),
-                                         env.get("PYTHONPATH", "")])
-    env.pop("JAX_PLATFORMS", None)
-    env.pop("PJRTX_DEVICES", None)
-    env.update(extra)
-    return env
+sys.path.insert(0, HERE)
+from _procs import child_env, free_port  # noqa: E402
 
 
 def _launch(*args, timeout=240, **extra):
     t0 = time.monotonic()
     # From the tests folder: from the repository root `python -m pjrtx`
     # would import the source checkout, not the installed package.
-    p = subprocess.run([sys.executable, "-m", "pjrtx", "launch", *args], env=_env(**extra),
+    p = subprocess.run([sys.executable, "-m", "pjrtx", "launch", *args], env=child_env(**extra),
                        capture_output=True, text=True, timeout=timeout, cwd=HERE)
     return p, time.monotonic() - t0
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pair(mode, timeout=240, **extra):
     """Two workers started directly (no launcher), so each one's own
     outcome is visible."""
-    port = _free_port()
+    port = free_port()
     procs = [subprocess.Popen([sys.executable, WORKER, mode, str(port), str(i)],
-                              env=_env(JAX_PLATFORMS="pjrtx,cpu", **extra),
+                              env=child_env(JAX_PLATFORMS="pjrtx,cpu", **extra),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(2)]
     outs = []

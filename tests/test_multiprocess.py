@@ -5,7 +5,6 @@ _multiprocess_worker.py runs over all four devices on pjrtx and on XLA:CPU
 process compares the shards it holds."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -14,25 +13,14 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import _multiprocess_worker as worker  # noqa: E402
+from _procs import child_env, free_port  # noqa: E402
 
 NPROC, NDEV = 2, 2
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(ndev=NDEV):
-    import pjrtx
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(pjrtx.__file__)),
-                                         env.get("PYTHONPATH", "")])
-    env["PJRTX_DEVICES"] = str(ndev)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={ndev}"
-    env.pop("JAX_PLATFORMS", None)
-    return env
+    return child_env(PJRTX_DEVICES=str(ndev),
+                     XLA_FLAGS=f"--xla_force_host_platform_device_count={ndev}")
 
 
 def run_processes(args_of, env, timeout=300):
@@ -53,7 +41,7 @@ def run_processes(args_of, env, timeout=300):
 
 @pytest.fixture(scope="module")
 def results():
-    port = _free_port()
+    port = free_port()
     outs = run_processes(lambda i: [os.path.join(HERE, "_multiprocess_worker.py"), str(port),
                                     str(i), str(NPROC)], _env())
     parsed = []

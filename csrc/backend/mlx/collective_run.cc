@@ -6,6 +6,7 @@
 #include <mlx/transforms.h>
 
 #include "backend/mlx/process_group.h"
+#include "backend/mlx/transfer.h"
 #include "common/error.h"
 
 namespace pjrtx::backend {
@@ -100,9 +101,10 @@ void CollectiveRun::pass(int64_t seq, int me, const Arrays& mine, const std::str
   if (layout_) exchange_processes(seq, {me}, me, mine, op);
 }
 
-std::vector<Arrays> CollectiveRun::exchange_processes(int64_t seq, const std::vector<int>& group,
-                                                      int me, Arrays mine,
-                                                      const std::string& op) {
+template <typename Take>
+auto CollectiveRun::world_round(int64_t seq, int me, Arrays mine, const std::string& op,
+                                const CrossFn& cross, const StoreFn& store, Take take)
+    -> decltype(take(std::declval<World&>())) {
   mx::eval(mine);
   const ProcessLayout& L = *layout_;
   std::unique_lock<std::mutex> lock(mu_);
@@ -118,10 +120,10 @@ std::vector<Arrays> CollectiveRun::exchange_processes(int64_t seq, const std::ve
     std::vector<Arrays> local;
     for (int i : L.local) local.push_back(*w.parts[i]);
     lock.unlock();
-    std::vector<Arrays> rows;
+    std::vector<Arrays> got;
     std::string failure;
     try {
-      rows = bounded(timeout_, op, [local] { return gather_from_processes(local); });
+      got = bounded(timeout_, op, [local, cross] { return cross(local); });
     } catch (const std::exception& e) {
       failure = "[" + op + "] pjrtx: the exchange with the other processes failed: " + e.what();
     }
@@ -132,8 +134,7 @@ std::vector<Arrays> CollectiveRun::exchange_processes(int64_t seq, const std::ve
       throw Error(ErrorCode::kUnavailable, failure);
     }
     World& ww = world_.at(seq);
-    for (size_t r = 0; r < rows.size() && r < L.rows.size(); ++r)
-      if (!ww.parts[L.rows[r]]) ww.parts[L.rows[r]] = std::move(rows[r]);
+    store(ww, std::move(got));
     ww.ready = true;
     cv_.notify_all();
   }
@@ -152,67 +153,47 @@ std::vector<Arrays> CollectiveRun::exchange_processes(int64_t seq, const std::ve
     throw Error(ErrorCode::kDeadlineExceeded, why);
   }
   World& s = world_.at(seq);
-  std::vector<Arrays> all;
-  all.reserve(group.size());
-  for (int m : group) all.push_back(*s.parts.at(m));
+  auto out = take(s);
   if (++s.taken == L.local.size()) world_.erase(seq);
-  return all;
+  return out;
+}
+
+std::vector<Arrays> CollectiveRun::exchange_processes(int64_t seq, const std::vector<int>& group,
+                                                      int me, Arrays mine,
+                                                      const std::string& op) {
+  const std::vector<int>& rows = layout_->rows;
+  return world_round(
+      seq, me, std::move(mine), op,
+      [](const std::vector<Arrays>& local) { return gather_from_processes(local); },
+      [&rows](World& w, std::vector<Arrays> got) {
+        for (size_t r = 0; r < got.size() && r < rows.size(); ++r)
+          if (!w.parts[rows[r]]) w.parts[rows[r]] = std::move(got[r]);
+      },
+      [&group](World& w) {
+        std::vector<Arrays> all;
+        all.reserve(group.size());
+        for (int m : group) all.push_back(*w.parts.at(m));
+        return all;
+      });
 }
 
 Arrays CollectiveRun::shared_exchange(
     int64_t seq, int me, Arrays mine, const std::string& op,
     const std::function<Arrays(const std::vector<Arrays>&)>& cross) {
-  mx::eval(mine);
-  const ProcessLayout& L = *layout_;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (aborted_) throw Error(ErrorCode::kAborted, *aborted_);
-  World& w = world_[seq];
-  if (w.parts.empty()) w.parts.resize(L.num_logical);
-  w.parts[me] = std::move(mine);
-  if (++w.posted == L.local.size()) {
-    std::vector<Arrays> local;
-    for (int i : L.local) local.push_back(*w.parts[i]);
-    lock.unlock();
-    Arrays result;
-    std::string failure;
-    try {
-      result = bounded(timeout_, op, [local, cross] { return cross(local); });
-    } catch (const std::exception& e) {
-      failure = "[" + op + "] pjrtx: the exchange with the other processes failed: " + e.what();
-    }
-    lock.lock();
-    if (!failure.empty()) {
-      if (!aborted_) aborted_ = failure;
-      cv_.notify_all();
-      throw Error(ErrorCode::kUnavailable, failure);
-    }
-    World& ww = world_.at(seq);
-    ww.parts[L.local.front()] = std::move(result);  // the shared result
-    ww.ready = true;
-    cv_.notify_all();
-  }
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  bool done = cv_.wait_until(lock, deadline, [&] {
-    return aborted_.has_value() || world_.at(seq).ready;
-  });
-  if (aborted_) throw Error(ErrorCode::kAborted, *aborted_);
-  if (!done) {
-    std::string why = "[" + op + "] pjrtx: device " + std::to_string(me) + " waited " +
-                      std::to_string(timeout_.count() / 1000) +
-                      " s for this process's other devices and the other processes "
-                      "(PJRTX_COLLECTIVE_TIMEOUT_S)";
-    aborted_ = why;
-    cv_.notify_all();
-    throw Error(ErrorCode::kDeadlineExceeded, why);
-  }
-  World& s = world_.at(seq);
-  Arrays out = *s.parts[L.local.front()];
-  // One result for this process's devices: each takes a copy of its own
-  // (buffers of two devices never share storage), but a lone device keeps it.
-  if (L.local.size() > 1)
-    for (auto& a : out) a = mx::copy(a);
-  if (++s.taken == L.local.size()) world_.erase(seq);
-  return out;
+  const size_t n_local = layout_->local.size();
+  return world_round(
+      seq, me, std::move(mine), op,
+      [cross](const std::vector<Arrays>& local) { return std::vector<Arrays>{cross(local)}; },
+      [](World& w, std::vector<Arrays> got) { w.shared = std::move(got.front()); },
+      [n_local](World& w) {
+        Arrays out = w.shared;
+        // One result for this process's devices: each takes a copy in
+        // storage of its own (buffers of two devices never share it), but
+        // a lone device keeps it.
+        if (n_local > 1)
+          for (auto& a : out) a = own_copy(a);
+        return out;
+      });
 }
 
 Arrays CollectiveRun::reduce_processes(

@@ -14,14 +14,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <functional>
 
 #include "backend/mlx/process_group.h"
 #include "backend/mlx/registry.h"
@@ -89,9 +88,20 @@ class CollectiveRun {
                                          Arrays mine, const std::string& op);
   struct World {
     std::vector<std::optional<Arrays>> parts;  // by logical device
+    Arrays shared;  // shared_exchange's one result for this process
     size_t posted = 0, taken = 0;
     bool ready = false;
   };
+  using CrossFn = std::function<std::vector<Arrays>(const std::vector<Arrays>&)>;
+  using StoreFn = std::function<void(World&, std::vector<Arrays>)>;
+  // One exchange between processes for collective `seq`: this device posts
+  // `mine`; the last local device runs `cross` on every local device's
+  // values (bounded by the timeout) and `store`s what it returns; every
+  // device waits for that and returns `take` of the exchange's state.
+  template <typename Take>
+  auto world_round(int64_t seq, int me, Arrays mine, const std::string& op,
+                   const CrossFn& cross, const StoreFn& store, Take take)
+      -> decltype(take(std::declval<World&>()));
   std::optional<ProcessLayout> layout_;
   std::map<int64_t, World> world_;
 

@@ -120,11 +120,8 @@ mx::array materialized(const mx::array& a) {
   return copy;
 }
 
-namespace {
-// A copy in storage of its own, bit for bit. (mx::copy of an evaluated
-// contiguous array shares its buffer, as MLX arrays are immutable.) The
-// bits go through an unsigned add of 0, so NaN payloads and -0 survive.
-mx::array fresh_copy(const mx::array& a) {
+// The bits go through an unsigned add of 0, so NaN payloads and -0 survive.
+mx::array own_copy(const mx::array& a) {
   CpuScope f64(a);
   const mx::Dtype bits = a.itemsize() == 1   ? mx::uint8
                          : a.itemsize() == 2 ? mx::uint16
@@ -133,11 +130,10 @@ mx::array fresh_copy(const mx::array& a) {
   mx::array c = mx::add(mx::view(a, bits), mx::array(0, bits));
   return mx::view(c, a.dtype());
 }
-}  // namespace
 
 mx::array copy_to_own_storage(const mx::array& a) {
   CpuScope f64(a);
-  mx::array copy = fresh_copy(a);
+  mx::array copy = own_copy(a);
   copy.eval();
   return copy;
 }
@@ -149,7 +145,7 @@ void unshare_outputs(std::vector<mx::array>& outputs, const std::vector<mx::arra
     for (size_t j = 0; j < inputs.size() && !shared; ++j)
       shared = outputs[i].id() == inputs[j].id() && !(j < donated.size() && donated[j]);
     for (size_t k = 0; k < i && !shared; ++k) shared = outputs[i].id() == outputs[k].id();
-    if (shared) outputs[i] = fresh_copy(outputs[i]);
+    if (shared) outputs[i] = own_copy(outputs[i]);
   }
 }
 

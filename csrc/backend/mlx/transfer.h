@@ -33,6 +33,9 @@ mx::array materialized(const mx::array& a);
 // another device must not share the source's memory). Call on the
 // destination's executor, with `a` evaluated.
 mx::array copy_to_own_storage(const mx::array& a);
+// A bit-exact copy of `a` in storage of its own (mx::copy of an evaluated
+// array shares its buffer: MLX arrays are immutable). Lazy.
+mx::array own_copy(const mx::array& a);
 // Outputs that are one of the run's non-donated inputs, or an earlier
 // output, array for array, become copies on this device's stream, so every
 // output buffer has storage of its own (XLA copies such outputs too; a
