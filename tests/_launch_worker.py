@@ -27,7 +27,12 @@ if mode in ("peer_dies", "peer_stuck", "devices_mismatch", "port_in_use"):
         devs = jax.devices("pjrtx")
     except Exception as e:  # noqa: BLE001 - the test reads the message
         print(f"RAISED {type(e).__name__}: {e}", flush=True)
-        os._exit(0)  # not jax.distributed's shutdown barrier: the peer may be gone
+        if mode == "devices_mismatch":
+            # both fail here: meet at the shutdown barrier, so neither
+            # takes the coordination service (process 0's) away from the
+            # other before it has read the other's entry
+            jax.distributed.shutdown()
+        os._exit(0)  # port_in_use: the peer may never get here
 else:
     jax.distributed.initialize()
     devs = jax.devices()
