@@ -545,3 +545,42 @@ def test_emit_python_callback_checks_results():
         has_side_effect=False, returns_token=False)[0])
     with pytest.raises(Exception, match="Incorrect output shape"):
         jax.block_until_ready(run_on(PJ, prim.bind, np.ones(3, np.float32)))
+
+
+_EXIT_GATE_CHILD = r"""
+import threading, time
+import numpy as np
+from pjrtx import jax_plugin; jax_plugin.ensure_registered()
+import jax
+from pjrtx._contract import load_extension
+started, finished = threading.Event(), []
+def slow(v):
+    started.set(); time.sleep(0.5); finished.append(1); return v
+f = jax.jit(lambda a: jax.pure_callback(slow, jax.ShapeDtypeStruct(a.shape, a.dtype), a))
+t = threading.Thread(target=lambda: np.asarray(f(np.ones(3, np.float32))))
+t.start()
+assert started.wait(60)
+load_extension()._close_callbacks(60.0)
+print("WAITED", len(finished)); t.join()
+try:
+    np.asarray(f(np.ones(3, np.float32))); print("NO ERROR")
+except Exception as e:
+    print("REFUSED", "shuts down" in str(e))
+"""
+
+
+def test_interpreter_exit_waits_for_running_callbacks_and_refuses_new_ones():
+    # At exit (atexit runs _close_callbacks) a callback still running
+    # finishes before Python finalizes, since a thread that takes the GIL
+    # during finalization is ended by Python and aborts the process; one
+    # that starts later fails with an error instead of taking the GIL.
+    import subprocess
+    import sys
+
+    from _procs import child_env
+
+    p = subprocess.run([sys.executable, "-c", _EXIT_GATE_CHILD],
+                       env=child_env(JAX_PLATFORMS="pjrtx,cpu"), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "WAITED 1" in p.stdout and "REFUSED True" in p.stdout, p.stdout + p.stderr[-3000:]

@@ -12,7 +12,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 #include "backend/mlx/host_callback.h"
 #include "common/error.h"
@@ -60,14 +63,56 @@ bool interpreter_finalizing() {
 #endif
 }
 
+// Python < 3.14 ends a thread that takes the GIL once the interpreter
+// finalizes (pthread_exit, whose unwind aborts the process when it meets a
+// frame that cannot be unwound: "terminate called without an active
+// exception"). Checking for finalization before taking the GIL is not
+// enough: a callback thread already waiting for the GIL gets it during
+// finalization. So an atexit hook (close_callbacks, which runs before
+// finalization starts) closes this gate and, with the GIL released, waits
+// for the callbacks inside it; later callbacks fail without the GIL.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool closed = false;
+  int inside = 0;
+};
+Gate& gate() {
+  static Gate* g = new Gate;  // used by threads that may outlive static destructors
+  return *g;
+}
+
+class GatePass {
+ public:
+  explicit GatePass(uint64_t id) {
+    std::lock_guard<std::mutex> lock(gate().mu);
+    if (gate().closed || !Py_IsInitialized() || !nb::is_alive() || interpreter_finalizing())
+      callback_error(id, "called while the Python interpreter shuts down");
+    ++gate().inside;
+  }
+  ~GatePass() {
+    std::lock_guard<std::mutex> lock(gate().mu);
+    if (--gate().inside == 0) gate().cv.notify_all();
+  }
+  GatePass(const GatePass&) = delete;
+  GatePass& operator=(const GatePass&) = delete;
+};
+
+// Registered with atexit when the module loads. Called with the GIL held.
+void close_callbacks(double timeout_s) {
+  {
+    std::lock_guard<std::mutex> lock(gate().mu);
+    gate().closed = true;
+  }
+  nb::gil_scoped_release release;  // the callbacks inside need it to finish
+  std::unique_lock<std::mutex> lock(gate().mu);
+  gate().cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                     [] { return gate().inside == 0; });
+}
+
 void run_callback(uint64_t id, const std::vector<backend::HostArray>& args,
                   const std::vector<backend::HostArray>& results) {
-  // Taking the GIL while the interpreter finalizes ends this thread (Python
-  // unwinds it with pthread_exit, and the unwind aborts the process when it
-  // meets a frame that cannot be unwound): a run still calling back at exit
-  // fails instead.
-  if (!Py_IsInitialized() || !nb::is_alive() || interpreter_finalizing())
-    callback_error(id, "called after the Python interpreter shut down");
+  GatePass pass(id);
   nb::gil_scoped_acquire gil;
   try {
     nb::list py_args;
@@ -92,6 +137,10 @@ void install_callback_hook(nb::module_& m) {
         "Whether a lowered program still holds host callback `id`");
   m.def("_take_released_callbacks", &backend::take_released_callbacks,
         "Host callback ids no program holds any more (since the last call)");
+  m.def("_close_callbacks", &close_callbacks, nb::arg("timeout_s") = 30.0,
+        "Refuses host callbacks from now on and waits (GIL released) up to timeout_s "
+        "for those running; pjrtx registers it with atexit");
+  nb::module_::import_("atexit").attr("register")(m.attr("_close_callbacks"));
 }
 
 }  // namespace pjrtx::python
