@@ -569,7 +569,7 @@ except Exception as e:
 """
 
 
-def test_interpreter_exit_waits_for_running_callbacks_and_refuses_new_ones():
+def test_interpreter_exit_waits_for_running_callbacks_and_refuses_new_ones(tmp_path):
     # At exit (atexit runs _close_callbacks) a callback still running
     # finishes before Python finalizes, since a thread that takes the GIL
     # during finalization is ended by Python and aborts the process; one
@@ -579,7 +579,9 @@ def test_interpreter_exit_waits_for_running_callbacks_and_refuses_new_ones():
 
     from _procs import child_env
 
-    p = subprocess.run([sys.executable, "-c", _EXIT_GATE_CHILD],
+    # cwd: `-c` puts it first on sys.path, and a source checkout there
+    # would shadow the installed package.
+    p = subprocess.run([sys.executable, "-c", _EXIT_GATE_CHILD], cwd=tmp_path,
                        env=child_env(JAX_PLATFORMS="pjrtx,cpu"), capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
