@@ -94,6 +94,32 @@ def test_scatter_drops_out_of_bounds_windows():
                                          unique_indices=True), X, starts[[0, 1, 3]])
 
 
+@pytest.mark.parametrize("op", ["set", "add", "sub", "mul", "max", "min"])
+@pytest.mark.parametrize("windows", [1, 3])
+def test_dropped_windows_leave_nan_and_signed_zero_bits(op, windows):
+    # A dropped window writes nothing: with one window the update writes the
+    # covered values back, with several an add of -0 or a multiply by 1
+    # (no padded copy of the operand). Bits must match XLA:CPU, so -0.0 and
+    # NaN payloads in the operand must survive.
+    x = X.copy()
+    x[0, :3] = -0.0
+    x[3, 4:] = np.nan
+    x[2, 0] = np.inf
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
+                                     scatter_dims_to_operand_dims=(0, 1))
+    fn = {"set": lax.scatter, "add": lax.scatter_add, "sub": lax.scatter_sub,
+          "mul": lax.scatter_mul, "max": lax.scatter_max, "min": lax.scatter_min}[op]
+    # windows of 3 columns; [0, 4] and [3, 5] do not fit, [2, -1] neither
+    for starts in ([[0, 4]], [[3, 5]], [[2, -1]], [[0, 0]], [[3, 3]]) if windows == 1 else (
+            [[0, 4], [1, 0], [3, 5]], [[2, -1], [0, 0], [3, 3]]):
+        i = np.array(starts, np.int32)
+        u = np.full((len(starts), 3), -2.5, np.float32)
+        f = lambda x, i, u: fn(x, i, u, dn, unique_indices=op == "set")
+        got = np.asarray(run_on(jax.devices("pjrtx")[0], f, x, i, u))
+        want = np.asarray(run_on(jax.devices("cpu")[0], f, x, i, u))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=str(starts))
+
+
 def test_scatter_batching_dims():
     xb = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     ib = np.array([[0, 1], [3, 3], [2, 0]], np.int32)

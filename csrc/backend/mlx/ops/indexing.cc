@@ -490,6 +490,20 @@ Kernel lower_scatter(LowerCtx& ctx) {
       return Arrays{mx::scatter_add_axis(args[0], clamp_index(raw, p.index_type, top), u, *axis)};
     };
   }
+  // How a window that does not fit is dropped without padding the operand:
+  // with one window, by writing back what it covers (exact for set, max and
+  // min: nothing else can write there); with any number of windows, by
+  // adding -0 or multiplying by 1 (exact for every value, NaN and -0
+  // included). Other cases pad (below).
+  enum class InPlace { kNo, kOwnWindow, kIdentity };
+  InPlace in_place = InPlace::kNo;
+  int64_t windows = 1;
+  for (int64_t b : p.batch_shape) windows *= b;
+  if (kind && (*kind == ScatterKind::kAdd || *kind == ScatterKind::kSub ||
+               *kind == ScatterKind::kMul))
+    in_place = InPlace::kIdentity;
+  else if (kind && windows == 1)
+    in_place = InPlace::kOwnWindow;
   return [=](RunState& st, const Arrays& args) {
     Arrays operands(args.begin(), args.begin() + k);
     if (empty) return operands;
@@ -530,7 +544,32 @@ Kernel lower_scatter(LowerCtx& ctx) {
     const mx::array& a = operands[0];
     mx::array u = us[0];
     mx::array base = a;
-    if (pad_axis >= 0 && !p.index_map.empty()) {
+    // MLX's scatter max/min keep the update where the operand is NaN;
+    // XLA's propagate it: such an element gets its own NaN as update.
+    std::optional<mx::array> old;
+    auto covered = [&] {
+      if (!old) old = mx::gather(a, idx, p.axes, full_window);
+      return *old;
+    };
+    if ((*kind == ScatterKind::kMax || *kind == ScatterKind::kMin) &&
+        mx::issubdtype(a.dtype(), mx::floating) && !p.index_map.empty())
+      u = mx::where(mx::isnan(covered()), covered(), u);
+    if (in_place != InPlace::kNo && !p.index_map.empty()) {
+      // No padded copy of the operand (an in-place update of a carried
+      // buffer stays in place): a window that does not fit writes a value
+      // that leaves the operand as it is, at its clamped start.
+      mx::Shape vshape = to_shape(p.batch_shape);
+      vshape.insert(vshape.end(), full_window.size(), 1);
+      mx::array keep = in_place == InPlace::kOwnWindow
+                           ? covered()
+                           : *kind == ScatterKind::kMul ? mx::array(1, u.dtype())
+                           // kSub adds -u: +0 here becomes the -0 it adds
+                           : *kind == ScatterKind::kSub ? mx::negative(add_identity(u.dtype()))
+                                                        : add_identity(u.dtype());
+      u = mx::where(mx::reshape(valid, vshape), u, keep);
+    }
+    const bool pad = in_place == InPlace::kNo && pad_axis >= 0 && !p.index_map.empty();
+    if (pad) {
       mx::Shape pad_shape = operand_shape;
       pad_shape[pad_axis] = static_cast<int32_t>(pad_size);
       base = mx::concatenate({a, mx::zeros(pad_shape, a.dtype())}, pad_axis);
@@ -548,8 +587,7 @@ Kernel lower_scatter(LowerCtx& ctx) {
       }
       return base;
     }();
-    if (pad_axis >= 0 && !p.index_map.empty())
-      r = mx::slice(r, mx::Shape(r.ndim(), 0), operand_shape);
+    if (pad) r = mx::slice(r, mx::Shape(r.ndim(), 0), operand_shape);
     return Arrays{r};
   };
 }
