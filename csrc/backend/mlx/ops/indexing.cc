@@ -4,6 +4,7 @@
 // entirely. MLX has no bounds checks at all (an out-of-range index reads
 // garbage or crashes), so the clamping and dropping happen here.
 #include "backend/mlx/ops/indexing.h"
+#include "backend/mlx/ops/scatter_in_place.h"
 
 #include <algorithm>
 #include <complex>
@@ -504,9 +505,34 @@ Kernel lower_scatter(LowerCtx& ctx) {
     in_place = InPlace::kIdentity;
   else if (kind && windows == 1)
     in_place = InPlace::kOwnWindow;
+  // On MLX's CPU device a "set" scatter writes into its operand's storage
+  // (scatter_in_place.h): a buffer updated at a traced index in a loop is
+  // not copied every step.
+  std::shared_ptr<const ScatterLayout> set_layout;
+  if (kind == ScatterKind::kSet && !empty && !p.index_map.empty()) {
+    auto l = std::make_shared<ScatterLayout>();
+    l->operand_shape = operand.shape;
+    l->window = window;
+    l->index_shape = ctx.in(k).shape;
+    l->index_vector_dim = p.index_vector_dim;
+    l->index_map = p.index_map;
+    l->batching_operand = p.batching_operand;
+    l->batching_indices = p.batching_indices;
+    l->update_shape = updates.shape;
+    l->update_window_dims = window_dims;
+    for (int64_t d = 0; d < operand.rank(); ++d)
+      if (!std::count(inserted.begin(), inserted.end(), d) &&
+          !std::count(p.batching_operand.begin(), p.batching_operand.end(), d))
+        l->window_operand_dims.push_back(d);
+    if (l->window_operand_dims.size() == window_dims.size()) set_layout = std::move(l);
+  }
   return [=](RunState& st, const Arrays& args) {
     Arrays operands(args.begin(), args.begin() + k);
     if (empty) return operands;
+    if (set_layout && mx::default_device().type == mx::Device::DeviceType::cpu &&
+        args[0].dtype() == args[k + 1].dtype() &&
+        to_shape(set_layout->operand_shape) == args[0].shape())
+      return Arrays{scatter_set_in_place(args[0], args[k], args[k + 1], set_layout)};
     const mx::array& indices = args[k];
     Arrays us;
     mx::Shape us_shape = upd_shape;
