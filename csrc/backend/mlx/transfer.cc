@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <mlx/allocator.h>
+#include <mlx/backend/cpu/encoder.h>
 #include <mlx/ops.h>
+#include <mlx/primitives.h>
 #include <mlx/transforms.h>
 
 #include <cstring>
@@ -146,6 +148,70 @@ void unshare_outputs(std::vector<mx::array>& outputs, const std::vector<mx::arra
       shared = outputs[i].id() == inputs[j].id() && !(j < donated.size() && donated[j]);
     for (size_t k = 0; k < i && !shared; ++k) shared = outputs[i].id() == outputs[k].id();
     if (shared) outputs[i] = own_copy(outputs[i]);
+  }
+}
+
+namespace {
+// inputs: [donated input, value, every other output]: the others are inputs
+// only so that this node runs after them (nothing in the graph reads the
+// donated input after it).
+class WriteIntoDonated : public mx::Primitive {
+ public:
+  explicit WriteIntoDonated(mx::Stream s) : mx::Primitive(s) {}
+
+  void eval_cpu(const std::vector<mx::array>& in, std::vector<mx::array>& outs) override {
+    const mx::array& target = in[0];
+    const mx::array& value = in[1];
+    mx::array& out = outs[0];
+    if (value.data_shared_ptr() == target.data_shared_ptr()) {
+      out.copy_shared_buffer(value);  // MLX already reused the input's storage
+      return;
+    }
+    auto ok = [&] {
+      return target.is_donatable() && target.flags().row_contiguous &&
+             value.flags().row_contiguous && target.nbytes() == value.nbytes();
+    };
+    // The readers of the input queued before this node hold its storage
+    // until they ran; they are few and small here, so wait for them.
+    if (!ok()) mx::synchronize(stream());
+    if (!ok()) {
+      out.copy_shared_buffer(value);
+      return;
+    }
+    out.copy_shared_buffer(target);
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    enc.dispatch([src = mx::array::unsafe_weak_copy(value), dst = mx::array::unsafe_weak_copy(out)]() mutable {
+      std::memcpy(dst.data<char>(), src.data<char>(), src.nbytes());
+    });
+  }
+
+  void eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) override {
+    throw std::runtime_error("pjrtx: WriteIntoDonated runs on the CPU stream only");
+  }
+
+  const char* name() const override { return "PjrtxWriteIntoDonated"; }
+};
+}  // namespace
+
+void alias_small_donated(std::vector<mx::array>& outputs, const std::vector<mx::array>& inputs,
+                         const std::vector<bool>& donated) {
+  if (mx::default_device().type != mx::Device::DeviceType::cpu) return;
+  std::vector<bool> taken(inputs.size(), false);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const mx::array& o = outputs[i];
+    if (o.nbytes() == 0 || o.nbytes() > kAliasSmallBytes) continue;
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (taken[j] || j >= donated.size() || !donated[j]) continue;
+      if (inputs[j].shape() != o.shape() || inputs[j].dtype() != o.dtype()) continue;
+      if (inputs[j].id() == o.id()) break;  // passed through: already its storage
+      taken[j] = true;
+      std::vector<mx::array> deps{inputs[j], o};
+      for (size_t k = 0; k < outputs.size(); ++k)
+        if (k != i) deps.push_back(outputs[k]);
+      auto prim = std::make_shared<WriteIntoDonated>(mx::default_stream(mx::Device::cpu));
+      outputs[i] = mx::array(o.shape(), o.dtype(), prim, std::move(deps));
+      break;
+    }
   }
 }
 
