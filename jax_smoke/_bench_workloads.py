@@ -9,6 +9,7 @@ NumPy generator, so every process sees the same numbers.
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -321,6 +322,85 @@ def loop_mlx(s):
     return Run(call, lambda: step(x0), units=n)
 
 
+# ---------------------------------------------------------------- buffer loop
+# A loop whose body reads and writes a carried buffer at traced indices (the
+# pattern of samplers, ODE solvers and decode loops): step i reads element
+# (i * 7919) mod n and writes element i mod n.
+BUF_STRIDE = 7919
+
+
+def bufloop_jax(s):
+    import jax
+    from jax import lax
+
+    n, steps = s["n"], s["steps"]
+    xs = jax.device_put(np.linspace(-1, 1, n, dtype=np.float32), s["device"])
+
+    def body(i, xs):
+        return xs.at[i % n].set(xs[(i * BUF_STRIDE) % n] * 0.5 + 1.0)
+
+    f = jax.jit(lambda xs: lax.fori_loop(0, steps, body, xs))
+    return Run(lambda: f(xs).block_until_ready())
+
+
+def bufloop_mlx(s):
+    import mlx.core as mx
+
+    n, steps = s["n"], s["steps"]
+    x0 = mx.array(np.linspace(-1, 1, n, dtype=np.float32))
+
+    # The indices as the host computes them, as an MLX user writes the loop.
+    def body(xs, read, write):
+        v = mx.slice(xs, read, (0,), (1,)) * 0.5 + 1.0
+        return mx.slice_update(xs, v, write, (0,))
+
+    step = mx.compile(body)
+
+    def call():
+        xs = x0
+        for i in range(steps):
+            xs = step(xs, mx.array((i * BUF_STRIDE) % n), mx.array(i % n))
+            if i % EVAL_EVERY == EVAL_EVERY - 1:
+                mx.eval(xs)
+        mx.eval(xs)
+        return xs
+
+    return Run(call, lambda: step(x0, mx.array(1), mx.array(0)), units=steps)
+
+
+# ---------------------------------------------------------------- NumPyro NUTS
+def nuts_jax(s):
+    """NumPyro's NUTS on a small logistic regression: a while loop (the
+    tree doubling) of data-dependent length per sample. No MLX column: MLX
+    has no NUTS sampler."""
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.infer import MCMC, NUTS
+
+    r = rng(3)
+    x = r.standard_normal((s["data"], 3)).astype(np.float32)
+    w_true = np.array([1.0, -2.0, 0.5], np.float32)
+    y = (r.random(s["data"]) < 1 / (1 + np.exp(-x @ w_true))).astype(np.float32)
+
+    def model(x, y):
+        w = numpyro.sample("w", dist.Normal(jnp.zeros(3), 1.0).to_event(1))
+        numpyro.sample("y", dist.Bernoulli(logits=x @ w), obs=y)
+
+    x, y = jax.device_put((x, y), s["device"])
+    mcmc = MCMC(NUTS(model), num_warmup=s["warmup"], num_samples=s["samples"],
+                progress_bar=False, jit_model_args=True)
+    key = jax.device_put(jax.random.key(0), s["device"])
+
+    def call():
+        with jax.default_device(s["device"]):
+            mcmc.run(key, x, y)
+        return jax.block_until_ready(jnp.mean(mcmc.get_samples()["w"], axis=0))
+
+    return Run(call)
+
+
 # ---------------------------------------------------------------- decode step
 def decode_params(s):
     r = rng(4)
@@ -514,6 +594,9 @@ WORKLOADS = [
              lambda s: 0.0, MLP, MLP_Q, compile_time=True),
     Workload("loop", "fori_loop 1000 steps x*0.999+0.001 f32[16]", loop_jax, loop_mlx, None,
              lambda s: 2 * 2 * EPS32 / (1 - DECAY), {"steps": 1000}, {"steps": 50}),
+    Workload("bufloop", "fori_loop 100,000 steps xs.at[i].set(xs[j]*0.5+1) f32[4096]",
+             bufloop_jax, bufloop_mlx, None, lambda s: 0.0,
+             {"n": 4096, "steps": 100_000}, {"n": 64, "steps": 200}),
     Workload("decode", "decode step, KV cache (2 layers d256 ctx256 vocab1000)", decode_jax,
              decode_mlx, decode_flops, lambda s: 4 * 3 * 4 * s["d"] * s["layers"] * EPS32,
              {"d": 256, "heads": 4, "layers": 2, "ctx": 256, "vocab": 1000},
@@ -523,3 +606,14 @@ WORKLOADS = [
              {"batch": 64, "hw": 28, "c1": 16, "c2": 32},
              {"batch": 4, "hw": 8, "c1": 4, "c2": 8}),
 ]
+
+if importlib.util.find_spec("numpyro") is not None:  # an optional row
+    # The two chains start alike but part ways by rounding within a few
+    # hundred leapfrog steps, so the posterior means agree only within Monte
+    # Carlo error: posterior sd of w ~ 1/sqrt(200 * 0.2) ~ 0.16, ESS >= 100
+    # per chain gives a difference of means with sd ~ 0.16 * sqrt(2/100) ~
+    # 0.023; 0.08 of max|mean| (~2) is about 7 such sds.
+    WORKLOADS.append(
+        Workload("nuts", "NumPyro NUTS, logistic regression (200 x 3), 200 warmup + 200 samples",
+                 nuts_jax, None, None, lambda s: 0.08,
+                 {"data": 200, "warmup": 200, "samples": 200}, None))
