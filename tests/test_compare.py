@@ -66,7 +66,21 @@ import jax
 jax.config.update("jax_platform_name", "cpu")
 '''
 
+MODULE_SKIP = '''
+import jax
+import pytest
+
+if jax.default_backend() != "cpu":
+    pytest.skip("only on cpu (synthetic)", allow_module_level=True)
+
+
+def test_only_cpu():
+    pass
+'''
+
 KNOWN = '''
+# reason: the suite skips this module on other backends (synthetic)
+test/test_modskip.py::test_only_cpu
 # reason: the process aborts on pjrtx (synthetic)
 test/test_suite.py::test_abort
 # reason: hangs on pjrtx (synthetic)
@@ -90,6 +104,7 @@ def compared(tmp_path_factory):
     (tmp / "test").mkdir()
     (tmp / "test" / "conftest.py").write_text(CONFTEST)
     (tmp / "test" / "test_suite.py").write_text(SUITE)
+    (tmp / "test" / "test_modskip.py").write_text(MODULE_SKIP)
     (tmp / "known.txt").write_text(KNOWN)
     out = tmp / "report"
     proc = subprocess.run(
@@ -106,12 +121,14 @@ def test_outcomes_per_backend(compared):
     assert {t: r["outcome"] for t, r in got["cpu"].items()} == {
         "test_add": "passed", "test_sum[1]": "passed", "test_sum[3]": "passed",
         "test_backend_is_cpu": "passed", "test_abort": "passed", "test_hang": "passed",
-        "test_skipped": "skipped", "test_after": "passed"}
+        "test_skipped": "skipped", "test_after": "passed", "test_only_cpu": "passed"}
     pj = got["pjrtx"]
     assert {t: r["outcome"] for t, r in pj.items()} == {
         "test_add": "passed", "test_sum[1]": "passed", "test_sum[3]": "passed",
         "test_backend_is_cpu": "failed", "test_abort": "crash", "test_hang": "timeout",
-        "test_skipped": "skipped", "test_after": "passed"}
+        "test_skipped": "skipped", "test_after": "passed", "test_only_cpu": "skipped"}
+    # Skipped at collection: no test reported it, the other side's ids do.
+    assert pj["test_only_cpu"]["error"] == "only on cpu (synthetic) (module skipped)"
     assert "SIGABRT" in pj["test_abort"]["error"]
     assert "assert 'pjrtx' == 'cpu'" in pj["test_backend_is_cpu"]["error"]
     assert s["sides"]["pjrtx"]["backend"].startswith("pjrtx")
@@ -121,12 +138,13 @@ def test_outcomes_per_backend(compared):
 def test_differences_are_clustered_and_named(compared):
     _, s, out = compared
     clusters = {d["id"].split("::")[1]: d["cluster"] for d in s["differences"]}
-    assert set(clusters) == {"test_backend_is_cpu", "test_abort", "test_hang"}
+    assert set(clusters) == {"test_backend_is_cpu", "test_abort", "test_hang", "test_only_cpu"}
+    assert clusters["test_only_cpu"].startswith("pjrtx SKIPPED, XLA:CPU PASSED")
     assert clusters["test_abort"].startswith("pjrtx CRASHED, XLA:CPU PASSED")
     assert clusters["test_hang"].startswith("pjrtx HUNG (timeout), XLA:CPU PASSED")
     assert clusters["test_backend_is_cpu"].startswith("pjrtx FAILED, XLA:CPU PASSED: pjrtx: AssertionError")
     md = (out / "report.md").read_text()
-    assert "## Differences: 3 tests" in md and "CRASHED" in md and "HUNG" in md
+    assert "## Differences: 4 tests" in md and "CRASHED" in md and "HUNG" in md
 
 
 def test_cpu_pin_is_overridden_and_said(compared):
@@ -147,7 +165,7 @@ def test_check(compared):
     # The drafted file lists exactly today's differences: --check with it passes.
     known = expectations.read_reasoned_ids(out / "known_differences.txt")
     results = {side: [Result(**r) for r in rs] for side, rs in s["results"].items()}
-    assert len(known) == 3
+    assert len(known) == 4
     assert compare.check(s["differences"], results, known, "known_differences.txt") == []
 
 

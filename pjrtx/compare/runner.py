@@ -221,6 +221,23 @@ def check(diffs: list[dict], results: dict, known: dict, name: str) -> list[str]
     return problems
 
 
+def add_module_skips(runs: dict, results: dict) -> None:
+    """A module skipped at collection (pytest.skip(allow_module_level=True),
+    e.g. equinox's "Skipping tests on non-CPU backend") reports no tests: its
+    tests that ran on the other side count as skipped here, with its reason,
+    not as "not run"."""
+    for s in SIDES:
+        have = {r.id for r in results[s]}
+        for ev in _unique(runs[s].events, "collect_skip"):
+            prefix = ev["id"] + "::"
+            for o in SIDES:
+                for r in list(results[o]):
+                    if r.id.startswith(prefix) and r.id not in have:
+                        results[s].append(Result(r.id, r.file, "skipped", 0.0,
+                                                 f"{ev['reason']} (module skipped)"))
+                        have.add(r.id)
+
+
 def run(opts: Options) -> dict:
     """Both runs, the comparison, and report.md / compare.json /
     known_differences.txt in opts.out; returns the summary."""
@@ -235,6 +252,7 @@ def run(opts: Options) -> dict:
               file=opts.log, flush=True)
         runs[side], wall[side] = run_side(opts, side)
     results = {s: runs[s].results for s in SIDES}
+    add_module_skips(runs, results)
     sessions = _unique(runs["pjrtx"].events + runs["cpu"].events, "session")
     rootdir = Path(sessions[0]["rootdir"]) if sessions else opts.cwd
     pins = pin_lines(rootdir, scan_pins(rootdir), _unique(runs["pjrtx"].events, "pin"))

@@ -72,6 +72,12 @@ def pytest_collectreport(report):
     # A module that fails to import (or a class that fails to build its
     # parameters) still lets collection finish with the other items; without
     # this the file would read 0 passed / 0 failed.
+    if report.skipped:
+        # pytest.skip(allow_module_level=True): the module's tests are never
+        # collected, so no test reports them.
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        emit(event="collect_skip", id=report.nodeid,
+             reason=first_line(reason).removeprefix("Skipped: "))
     if report.failed:
         emit(event="collect_error", id=report.nodeid or "<collection>",
              error=first_line(getattr(report, "longreprtext", "") or str(report.longrepr)),
