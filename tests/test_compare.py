@@ -197,3 +197,20 @@ def test_total_timeout_stops_the_run(tmp_path):
     got = {r.id: r.outcome for r in run.results}
     assert got == {"test_t.py::test_a": "passed", "test_t.py::test_b": "timeout"}
     assert run.stopped and run.collected[-1] == "test_t.py::test_c"
+
+
+def test_suite_that_turns_warnings_into_errors(tmp_path):
+    # numpyro's pytest config has filterwarnings = error: loading the compare
+    # plugins must not warn (a module imported before pytest registers it
+    # cannot be assertion-rewritten), or neither side runs a test.
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "strict"\n[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n')
+    (tmp_path / "test_s.py").write_text("def test_a():\n    assert 1 + 1 == 2\n")
+    out = tmp_path / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pjrtx", "compare", "--out", str(out), "--", "pytest", "-q"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=240)
+    s = json.loads((out / "compare.json").read_text())
+    for side in ("pjrtx", "cpu"):
+        assert [(r["id"], r["outcome"]) for r in s["results"][side]] == [
+            ("test_s.py::test_a", "passed")], proc.stdout + proc.stderr

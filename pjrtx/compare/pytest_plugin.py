@@ -23,7 +23,16 @@ import sys
 
 import pytest
 
-from pjrtx.conformance.pytest_events import emit
+
+def emit(**fields) -> None:
+    # Imported when first used: pytest imports pytest_events itself (-p, after
+    # this plugin), and a module imported before that cannot be
+    # assertion-rewritten: a PytestAssertRewriteWarning, which a suite with
+    # filterwarnings = error (numpyro's setup.cfg) turns into a failed start.
+    from pjrtx.conformance import pytest_events
+
+    pytest_events.emit(**fields)
+
 
 SIDE = os.environ.get("PJRTX_COMPARE_SIDE", "")
 PIN_FLAGS = ("jax_platform_name", "jax_platforms")

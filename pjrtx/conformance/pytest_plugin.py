@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from pjrtx.conformance.pytest_events import first_line
+
+
+def first_line(text: str) -> str:
+    # Imported when used, for the reason given in pjrtx/compare/pytest_plugin.py.
+    from pjrtx.conformance import pytest_events
+
+    return pytest_events.first_line(text)
 
 
 def pytest_configure(config):
