@@ -45,6 +45,7 @@ def initialize():
     _enable_donation()
     _enable_persistent_cache()
     _show_plan_as_text()
+    _lowered_cost_analysis()
     _enable_dlpack()
     _validate_compiler_options()
     _guard_cache_writes()
@@ -161,6 +162,40 @@ _HLO_COLLECTIVE_RE = re.compile(
 def hlo_spelled_collectives(plan_text: str) -> str:
     """The plan's text with each collective opcode in its HLO spelling."""
     return _HLO_COLLECTIVE_RE.sub(lambda m: _HLO_COLLECTIVE_NAMES[m.group(1)], plan_text)
+
+
+def _lowered_cost_analysis():
+    # jax.jit(f).lower(x).cost_analysis() (flax's module summary counts FLOPs
+    # with it) runs the HLO cost model of the backend's XLA client, and JAX
+    # refuses it for every PJRT C API plugin (it then returns None). The HLO
+    # is the same for every backend, so for pjrtx lowerings the answer is
+    # XLA:CPU's cost model on that HLO, where the CPU backend is loaded
+    # (JAX_PLATFORMS without cpu keeps JAX's None).
+    from jax._src import xla_bridge
+    from jax._src.interpreters import pxla
+    from jax._src.lib import _jax
+
+    original = getattr(pxla.MeshComputation, "cost_analysis", None)
+    if not callable(original) or not hasattr(_jax, "hlo_module_cost_analysis"):
+        raise RuntimeError(
+            f"pjrtx: MeshComputation.cost_analysis is gone in jax {_jax_version()}")
+    if getattr(original, "_pjrtx_wrapped", False):
+        return
+
+    def cost_analysis(self):
+        backend = self.compile_args["backend"]
+        if getattr(backend, "platform", None) != PLATFORM:
+            return original(self)
+        try:
+            cpu = xla_bridge.get_backend("cpu")
+        except RuntimeError as e:
+            raise NotImplementedError(
+                "pjrtx: Lowered.cost_analysis uses XLA:CPU's cost model, and the cpu "
+                f"backend is not loaded ({e})") from None
+        return _jax.hlo_module_cost_analysis(cpu, self.hlo().as_hlo_module())
+
+    cost_analysis._pjrtx_wrapped = True
+    pxla.MeshComputation.cost_analysis = cost_analysis
 
 
 def _show_plan_as_text():

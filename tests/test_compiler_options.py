@@ -53,3 +53,23 @@ def test_valid_then_invalid_still_refused(pjrtx_device):
     jax.jit(f, compiler_options={"xla_embed_ir_in_executable": False})(x)
     with pytest.raises(jax.errors.JaxRuntimeError, match="No such compile option: 'invalid_key'"):
         jax.jit(f, compiler_options={"invalid_key": "invalid_value"})(x)
+
+
+def test_lowered_cost_analysis_is_xla_cpus(pjrtx_device, cpu_device):
+    # JAX answers None for any PJRT plugin; flax's module summary counts
+    # FLOPs with it. pjrtx gives XLA:CPU's cost model of the same HLO.
+    import jax.numpy as jnp
+
+    def dense(w, b, x):
+        return jnp.tanh(x @ w + b).sum()
+
+    shapes = [(784, 96), (96,), (4, 784)]
+    costs = {}
+    for name, dev in (("pjrtx", pjrtx_device), ("cpu", cpu_device)):
+        args = [jax.device_put(np.ones(s, np.float32), dev) for s in shapes]
+        costs[name] = jax.jit(dense).lower(*args).cost_analysis()
+    assert costs["pjrtx"] is not None
+    # 2*4*784*96 for the dot, then bias adds, tanh and the sum per element
+    assert costs["pjrtx"]["flops"] >= 2 * 4 * 784 * 96
+    assert costs["pjrtx"]["flops"] == costs["cpu"]["flops"]
+    assert costs["pjrtx"]["transcendentals"] == costs["cpu"]["transcendentals"] == 4 * 96
