@@ -4,6 +4,7 @@ pjrtx and on XLA:CPU) and ``launch`` (a local multi-process run)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -52,7 +53,9 @@ def doctor() -> int:
     raw = env.get("PJRTX_DEVICES")
     if raw.isdigit() and 1 <= int(raw) <= 1024:
         each = "its own executor thread and MLX stream" if int(raw) > 1 else "one executor thread"
-        print(f"devices    {int(raw)} x {device}, each with {each} (PJRTX_DEVICES={raw})")
+        source = (f"PJRTX_DEVICES={raw}" if "PJRTX_DEVICES" in os.environ or raw == "1" else
+                  f"--xla_force_host_platform_device_count={raw} in XLA_FLAGS; PJRTX_DEVICES unset")
+        print(f"devices    {int(raw)} x {device}, each with {each} ({source})")
     else:
         print(f"devices    unavailable: PJRTX_DEVICES must be a whole number from 1 to 1024, "
               f"got {raw!r}")

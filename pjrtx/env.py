@@ -2,7 +2,6 @@
 (csrc/common/env.cc), with typed readers for the Python side."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 
@@ -14,7 +13,11 @@ class Variable:
 
     @property
     def value(self) -> str:
-        return os.environ.get(self.name, self.default)
+        # As the extension reads it: PJRTX_DEVICES, when unset, follows
+        # XLA_FLAGS' --xla_force_host_platform_device_count.
+        from pjrtx._contract import load_extension
+
+        return load_extension().env_value(self.name)
 
 
 def variables() -> list[Variable]:

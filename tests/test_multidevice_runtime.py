@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -32,3 +34,27 @@ def test_concurrent_runs_and_a_failing_device():
     assert m.group(2) in ("ABORTED", "INTERNAL")
     # Far below the 60 s collective timeout the worker sets.
     assert float(m.group(3)) < 30, out
+
+
+_COUNT_CHILD = r"""
+from pjrtx import jax_plugin; jax_plugin.ensure_registered()
+import jax
+print("COUNTS", len(jax.devices("pjrtx")), len(jax.devices("cpu")))
+"""
+
+
+@pytest.mark.parametrize("pjrtx_devices, want", [(None, 3), ("2", 2)])
+def test_xla_host_device_count_flag_sets_the_default(tmp_path, pjrtx_devices, want):
+    # Scripts and suites (flax's nnx tests) set XLA_FLAGS'
+    # --xla_force_host_platform_device_count before importing jax to get
+    # several devices; with PJRTX_DEVICES unset pjrtx lists as many.
+    from _procs import child_env
+
+    env = child_env(JAX_PLATFORMS="pjrtx,cpu",
+                    XLA_FLAGS="--xla_force_host_platform_device_count=3")
+    if pjrtx_devices:
+        env["PJRTX_DEVICES"] = pjrtx_devices
+    p = subprocess.run([sys.executable, "-c", _COUNT_CHILD], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"COUNTS {want} 3" in p.stdout, p.stdout + p.stderr[-2000:]

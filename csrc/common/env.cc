@@ -17,8 +17,8 @@ const std::vector<EnvVar>& env_vars() {
        "MLX device: auto (Metal, else CUDA, else CPU), gpu or cpu"},
       {"PJRTX_DEVICES", "1",
        "how many devices pjrtx lists, each of the chosen MLX kind with its own executor "
-       "thread and stream, as XLA:CPU's --xla_force_host_platform_device_count; read when "
-       "the client is created"},
+       "thread and stream, as XLA:CPU's --xla_force_host_platform_device_count (unset: that "
+       "flag's value in XLA_FLAGS, else 1); read when the client is created"},
       {"PJRTX_COLLECTIVE_TIMEOUT_S", "300",
        "seconds a device waits in a collective for the other devices of its group before "
        "the run fails with DEADLINE_EXCEEDED (a device whose run failed wakes the others "
@@ -78,6 +78,25 @@ const std::vector<EnvVar>& env_vars() {
   return vars;
 }
 
+namespace {
+// N of the last --xla_force_host_platform_device_count=N in XLA_FLAGS, as
+// written there, or "" (JAX users and test suites set it to simulate
+// devices, e.g. flax's nnx tests before they import jax).
+std::string xla_host_device_count() {
+  const char* flags = std::getenv("XLA_FLAGS");
+  if (flags == nullptr) return "";
+  const std::string f(flags), key = "--xla_force_host_platform_device_count=";
+  std::string value;
+  for (size_t at = f.find(key); at != std::string::npos; at = f.find(key, at + 1)) {
+    if (at != 0 && !std::isspace(static_cast<unsigned char>(f[at - 1]))) continue;
+    size_t begin = at + key.size(), end = begin;
+    while (end < f.size() && !std::isspace(static_cast<unsigned char>(f[end]))) ++end;
+    value = f.substr(begin, end - begin);
+  }
+  return value;
+}
+}  // namespace
+
 std::string env_string(const char* name) {
   const auto& vars = env_vars();
   auto it = std::find_if(vars.begin(), vars.end(),
@@ -85,7 +104,12 @@ std::string env_string(const char* name) {
   if (it == vars.end())
     throw_error(ErrorCode::kInternal, "pjrtx: ", name, " is not in the env table");
   const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string(it->default_value);
+  if (v) return std::string(v);
+  if (std::strcmp(name, "PJRTX_DEVICES") == 0) {
+    std::string xla = xla_host_device_count();
+    if (!xla.empty()) return xla;
+  }
+  return std::string(it->default_value);
 }
 
 int64_t spin_us() {

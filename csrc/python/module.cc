@@ -186,6 +186,9 @@ NB_MODULE(_pjrtx, m) {
         return out;
       },
       "Every PJRTX_* variable: (name, default, description)");
+  m.def(
+      "env_value", [](const std::string& name) { return env_string(name.c_str()); },
+      nb::arg("name"), "A PJRTX_* variable's value as pjrtx reads it (set, derived, or default)");
   m.def("set_stablehlo_version", &pjrt::set_stablehlo_current_version, nb::arg("major"),
         nb::arg("minor"), nb::arg("patch"),
         "Sets the plugin attribute stablehlo_current_version (call before the client exists)");
