@@ -197,3 +197,26 @@ def test_small_donated_outputs_alias_their_input(shape):
     assert got[0].unsafe_buffer_pointer() == ptr
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_small_donated_output_waits_for_effects_reading_the_input():
+    # The aliased output is written into the donated input last: a host
+    # callback that reads the input (an effect, not an output) sees its
+    # value from before the call.
+    if jax.devices("pjrtx")[0].device_kind != "MLX CPU":
+        pytest.skip("the small-output aliasing copies on the host: MLX's CPU device only")
+    seen = []
+
+    def f(x):
+        jax.debug.callback(lambda v: seen.append(np.asarray(v).copy()), x)
+        return x * 3 + 1
+
+    x = jax.device_put(np.array([2.0, 5.0], np.float32), jax.devices("pjrtx")[0])
+    ptr = x.unsafe_buffer_pointer()
+    for _ in range(20):  # the order inside one evaluation is MLX's: try it often
+        before = np.asarray(x).copy()
+        y = jax.jit(f, donate_argnums=0)(x)
+        jax.effects_barrier()
+        np.testing.assert_array_equal(seen[-1], before)
+        assert y.unsafe_buffer_pointer() == ptr
+        x = y

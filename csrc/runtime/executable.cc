@@ -235,7 +235,7 @@ LoadedExecutable::Result LoadedExecutable::launch(
         ProfileScope phase("execute", "graph build");
         arrays = program->run(inputs, &effects, collectives.get());
         backend::unshare_outputs(arrays, inputs, donated);
-        backend::alias_small_donated(arrays, inputs, donated);
+        backend::alias_small_donated(arrays, inputs, donated, effects);
       }
       // The graph holds what it reads; our handles would keep a donated
       // input's use count above 1 and stop MLX from reusing its memory.

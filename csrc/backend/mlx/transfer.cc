@@ -152,9 +152,9 @@ void unshare_outputs(std::vector<mx::array>& outputs, const std::vector<mx::arra
 }
 
 namespace {
-// inputs: [donated input, value, every other output]: the others are inputs
-// only so that this node runs after them (nothing in the graph reads the
-// donated input after it).
+// inputs: [donated input, value, every other output and effect]: the others
+// are inputs only so that this node runs after them (nothing in the graph
+// reads the donated input after it).
 class WriteIntoDonated : public mx::Primitive {
  public:
   explicit WriteIntoDonated(mx::Stream s) : mx::Primitive(s) {}
@@ -194,7 +194,7 @@ class WriteIntoDonated : public mx::Primitive {
 }  // namespace
 
 void alias_small_donated(std::vector<mx::array>& outputs, const std::vector<mx::array>& inputs,
-                         const std::vector<bool>& donated) {
+                         const std::vector<bool>& donated, const std::vector<mx::array>& effects) {
   if (mx::default_device().type != mx::Device::DeviceType::cpu) return;
   std::vector<bool> taken(inputs.size(), false);
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -208,6 +208,7 @@ void alias_small_donated(std::vector<mx::array>& outputs, const std::vector<mx::
       std::vector<mx::array> deps{inputs[j], o};
       for (size_t k = 0; k < outputs.size(); ++k)
         if (k != i) deps.push_back(outputs[k]);
+      deps.insert(deps.end(), effects.begin(), effects.end());
       auto prim = std::make_shared<WriteIntoDonated>(mx::default_stream(mx::Device::cpu));
       outputs[i] = mx::array(o.shape(), o.dtype(), prim, std::move(deps));
       break;

@@ -47,12 +47,13 @@ void unshare_outputs(std::vector<mx::array>& outputs, const std::vector<mx::arra
 // op on one-element arrays, the `x + 1` of a scalar counter). On the CPU
 // device, a small output (<= kAliasSmallBytes) that did not take a donated
 // input's storage is written into it by a last node of the graph, ordered
-// after every other output, so unsafe_buffer_pointer() is the input's as on
+// after every other output and every effect (a debug.print of the input
+// must see its old value), so unsafe_buffer_pointer() is the input's as on
 // XLA. Larger outputs keep MLX's own donation (a copy would cost more than
 // it saves). Call on the executor, before the inputs are dropped.
 constexpr size_t kAliasSmallBytes = 256;
 void alias_small_donated(std::vector<mx::array>& outputs, const std::vector<mx::array>& inputs,
-                         const std::vector<bool>& donated);
+                         const std::vector<bool>& donated, const std::vector<mx::array>& effects);
 // The address of an evaluated, row-contiguous array's data (0 when empty).
 uintptr_t array_address(const mx::array& a);
 
