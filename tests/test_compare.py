@@ -214,3 +214,15 @@ def test_suite_that_turns_warnings_into_errors(tmp_path):
     for side in ("pjrtx", "cpu"):
         assert [(r["id"], r["outcome"]) for r in s["results"][side]] == [
             ("test_s.py::test_a", "passed")], proc.stdout + proc.stderr
+
+
+def test_keyword_selection_lists_only_selected_tests(tmp_path):
+    # -k deselects in pytest's own collection hook: the collected list the
+    # runner checks results against must not include the deselected tests,
+    # or they read as lost to a crash.
+    (tmp_path / "test_k.py").write_text("def test_keep(): pass\ndef test_drop(): pass\n")
+    run = run_pytest(PytestRun([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                "-k", "keep"], tmp_path, _env(), timeout=60,
+                               log=open(os.devnull, "w")))
+    assert {r.id: r.outcome for r in run.results} == {"test_k.py::test_keep": "passed"}
+    assert run.collected == ["test_k.py::test_keep"]

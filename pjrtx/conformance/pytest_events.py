@@ -48,6 +48,10 @@ def pytest_configure(config):
             emit(**_pending.pop(0))
 
 
+# Last: pytest's own -k / -m deselection (and any suite's) runs first, so
+# "collected" lists only what will run; listed tests without a result count
+# as lost to a crash.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     skip = set()
     path = config.getoption("--pjrtx-deselect")
