@@ -18,6 +18,7 @@ SCRIPTS = ["data_parallel.py", "f64_stages.py", "gp_regression.py", "rnn_scan.py
 ELSEWHERE = {
     "op_suite.py": ("tests/test_op_suite.py", "imports it and runs every program"),
     "bench.py": ("tests/test_bench.py", "runs it with --quick"),
+    "bench_donation.py": ("tests/test_bench.py", "runs it on a small buffer"),
     "bench_dispatch.py": (None, "timings only; needs MLX's own Python package (mlx.core)"),
     "bench_loop.py": (None, "a benchmark against MLX's own Python package (mlx.core)"),
     "bench_collectives.py": (None, "timings only: pjrtx against mx.distributed across processes "
