@@ -8,6 +8,9 @@
 #include <mlx/transforms.h>
 
 #include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <vector>
 
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/f64_scope.h"

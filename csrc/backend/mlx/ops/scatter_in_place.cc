@@ -9,6 +9,8 @@
 #include <mlx/transforms.h>
 #include <stdexcept>
 #include <string>
+#include <vector>
+#include <memory>
 
 namespace pjrtx::backend::ops {
 
