@@ -39,6 +39,7 @@ import re
 import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
+from jaxlib.mlir.dialects import stablehlo
 
 try:
     from jaxlib.mlir.dialects import sdy
@@ -58,7 +59,11 @@ LOCAL_PIPELINE = "builtin.module(sdy-convert-global-to-local,sdy-drop-sharding-a
 #   while, case, if: region types are not converted (pass error);
 #   dynamic_slice, dynamic_update_slice: sliced sizes are not localized;
 #   custom_call (but see _BATCH_TARGETS), rng ops, fft, select_and_scatter,
-#   pad, reverse, chlo.*: not verified.
+#   reverse, chlo.*: not verified.
+# pad and gather pass the screen but are checked after Shardy's export
+# (_check_pads_and_gathers): a pad only where no sharded dimension is padded,
+# a gather only where its sharded dimensions are batch dimensions (the
+# jvp/vjp of batched linalg), since the converter aborts on others.
 _ELEMENTWISE = {
     "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex",
     "convert", "cosine", "count_leading_zeros", "divide", "exponential",
@@ -83,6 +88,9 @@ SHARDY_SAFE_OPS = frozenset(
     {"stablehlo." + n for n in _ELEMENTWISE | _STRUCTURAL}
     | {"func.return", "sdy.sharding_constraint", "sdy.reshard", "sdy.manual_computation",
        "sdy.sharding_group"})
+# Ops the screen lets through that _check_pads_and_gathers checks once their
+# shardings are known (after Shardy's export, before the converter).
+_CHECKED_AFTER_EXPORT = frozenset({"stablehlo.pad", "stablehlo.gather"})
 # Ops whose regions are scalar computations (not partitioned; not screened).
 _SCALAR_BODY_OPS = {"stablehlo.reduce", "stablehlo.sort", "stablehlo.scatter",
                     "stablehlo.all_reduce", "stablehlo.reduce_scatter"}
@@ -549,14 +557,12 @@ def _screen(main, mesh_axis_names: set) -> tuple[list[str], list[str]]:
                         pass
                     elif name == "stablehlo.custom_call" and _batch_layout(o) is not None:
                         pass
-                    elif name not in SHARDY_SAFE_OPS:
+                    elif name not in SHARDY_SAFE_OPS and name not in _CHECKED_AFTER_EXPORT:
                         bad = name
                     elif name == "stablehlo.reduce" and _reduce_kind(o) is None:
                         bad = "stablehlo.reduce with a body other than one add/max/min/mul/and/or"
-                    elif name == "stablehlo.scatter":
-                        body = list(o.regions[0].blocks[0].operations)
-                        if len(o.operands) != 3 or len(body) != 2 or _op_name(body[0]) != "stablehlo.add":
-                            bad = "stablehlo.scatter other than a single-operand scatter-add"
+                    elif name == "stablehlo.scatter" and len(o.operands) != 3:
+                        bad = "stablehlo.scatter of several operands"
                     if bad:
                         (inside if in_manual else outside).append(bad)
                     if bad and not in_manual_full:
@@ -634,6 +640,152 @@ def _check_divisible(main, meshes):
                 if n > 1 and dim % n:
                     raise ShardyUnsafe(f"{_op_name(o)} shards a dimension of {dim} over {n} "
                                        "devices (uneven; Shardy's converter aborts)")
+
+
+def _value_sharding_dims(v, main, meshes) -> tuple | None:
+    """The mesh axes of each dimension of value `v` after Shardy's export
+    (() per unsharded dimension); None when not known (a block argument other
+    than main's)."""
+    owner = v.owner
+    owner = getattr(owner, "operation", owner)
+    rank = ir.RankedTensorType(v.type).rank
+    if isinstance(owner, ir.Operation):
+        if "sdy.sharding" not in owner.attributes:
+            return ((),) * rank
+        per_value = sdy.TensorShardingPerValueAttr(owner.attributes["sdy.sharding"]).shardings
+        attr = per_value[ir.OpResult(v).result_number]
+    else:
+        arg = ir.BlockArgument(v)
+        if arg.owner != main.regions[0].blocks[0]:
+            return None
+        attrs = _func_attr_list(main, "arg_attrs", len(_func_type(main).inputs))[arg.arg_number]
+        if "sdy.sharding" not in attrs:
+            return ((),) * rank
+        attr = attrs["sdy.sharding"]
+    _, vs, _ = _parse_sharding(attr, meshes)
+    return vs.dims if vs is not None else ((),) * rank
+
+
+def _check_pads_and_gathers(main, meshes):
+    """The converter localizes a pad's amounts and a gather's slices as if
+    no sharded dimension were involved (and CHECK-fails on a gather over a
+    sharded dimension): such programs take the global path. Ops inside
+    manual computations are local already and not checked."""
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for o in block.operations:
+                    o = o.operation
+                    name = _op_name(o)
+                    if name == "sdy.manual_computation":
+                        continue
+                    if name == "stablehlo.pad":
+                        _check_pad(o, main, meshes)
+                    elif name == "stablehlo.gather":
+                        _check_gather(o, main, meshes)
+                    elif name == "stablehlo.scatter" and not _is_scatter_add(o):
+                        _check_scatter(o, main, meshes)
+                    visit(o)
+
+    visit(main)
+
+
+def _check_pad(o, main, meshes):
+    operand = _value_sharding_dims(o.operands[0], main, meshes)
+    result = _value_sharding_dims(o.results[0], main, meshes)
+    amounts = [list(ir.DenseI64ArrayAttr(o.attributes[k]))
+               for k in ("edge_padding_low", "edge_padding_high", "interior_padding")]
+    if operand is None or result is None:
+        raise ShardyUnsafe("stablehlo.pad of a value whose sharding is unknown")
+    for d, (a, b) in enumerate(zip(operand, result)):
+        if (a or b) and (a != b or any(x[d] for x in amounts)):
+            raise ShardyUnsafe(f"stablehlo.pad pads or reshards dimension {d}, which is sharded")
+
+
+def _check_gather(o, main, meshes):
+    dn = stablehlo.GatherDimensionNumbers(o.attributes["dimension_numbers"])
+    operand = _value_sharding_dims(o.operands[0], main, meshes)
+    indices = _value_sharding_dims(o.operands[1], main, meshes)
+    result = _value_sharding_dims(o.results[0], main, meshes)
+    if operand is None or indices is None or result is None:
+        raise ShardyUnsafe("stablehlo.gather of a value whose sharding is unknown")
+    op_batch = list(dn.operand_batching_dims)
+    ix_batch = list(dn.start_indices_batching_dims)
+    # result dims that are not offset dims are the indices' dims in order,
+    # without index_vector_dim
+    ix_dims = [d for d in range(len(indices)) if d != dn.index_vector_dim]
+    batch_dims = [d for d in range(len(result)) if d not in set(dn.offset_dims)]
+    # offset dims of the result are the operand dims neither collapsed nor
+    # batching, in order; one whose slice is the whole dim and that no index
+    # addresses passes through and may stay sharded (as its result dim is)
+    sizes = list(ir.RankedTensorType(o.operands[0].type).shape)
+    slice_sizes = list(ir.DenseI64ArrayAttr(o.attributes["slice_sizes"]))
+    kept = [d for d in range(len(operand))
+            if d not in set(dn.collapsed_slice_dims) and d not in op_batch]
+    passthrough = {d: r for d, r in zip(kept, dn.offset_dims)
+                   if slice_sizes[d] == sizes[d] and d not in set(dn.start_index_map)}
+    for d, axes in enumerate(operand):
+        if axes and d not in op_batch and (d not in passthrough or result[passthrough[d]] != axes):
+            raise ShardyUnsafe(f"stablehlo.gather over sharded operand dimension {d}")
+    for d, axes in enumerate(indices):
+        if axes and d not in ix_batch:
+            raise ShardyUnsafe(f"stablehlo.gather with sharded index dimension {d}")
+    for d, axes in enumerate(result):
+        if axes and d in set(dn.offset_dims) and d not in passthrough.values():
+            raise ShardyUnsafe(f"stablehlo.gather with sharded offset dimension {d}")
+    for ob, ib in zip(op_batch, ix_batch):
+        rd = batch_dims[ix_dims.index(ib)]
+        if not (operand[ob] == indices[ib] == result[rd]):
+            raise ShardyUnsafe("stablehlo.gather whose batch dimensions are sharded differently")
+    for ib in (d for d in ix_dims if d not in ix_batch):
+        if result[batch_dims[ix_dims.index(ib)]]:
+            raise ShardyUnsafe("stablehlo.gather with a sharded non-batch result dimension")
+
+
+def _is_scatter_add(o) -> bool:
+    body = list(o.regions[0].blocks[0].operations)
+    return len(body) == 2 and _op_name(body[0]) == "stablehlo.add"
+
+
+def _check_scatter(o, main, meshes):
+    """A single-operand scatter-add partitions wherever its operands are
+    sharded; any other body only where each sharded dimension is a batch
+    dimension or a whole window dimension no index addresses."""
+    dn = stablehlo.ScatterDimensionNumbers(o.attributes["scatter_dimension_numbers"])
+    operand = _value_sharding_dims(o.operands[0], main, meshes)
+    indices = _value_sharding_dims(o.operands[1], main, meshes)
+    updates = _value_sharding_dims(o.operands[2], main, meshes)
+    result = _value_sharding_dims(o.results[0], main, meshes)
+    if None in (operand, indices, updates, result):
+        raise ShardyUnsafe("stablehlo.scatter of a value whose sharding is unknown")
+    if operand != result:
+        raise ShardyUnsafe("stablehlo.scatter whose operand and result are sharded differently")
+    op_batch = list(dn.input_batching_dims)
+    ix_batch = list(dn.scatter_indices_batching_dims)
+    sizes = list(ir.RankedTensorType(o.operands[0].type).shape)
+    up_sizes = list(ir.RankedTensorType(o.operands[2].type).shape)
+    window = list(dn.update_window_dims)
+    kept = [d for d in range(len(operand))
+            if d not in set(dn.inserted_window_dims) and d not in op_batch]
+    passthrough = {d: u for d, u in zip(kept, window)
+                   if up_sizes[u] == sizes[d] and d not in set(dn.scattered_dims_to_operand_dims)}
+    ix_dims = [d for d in range(len(indices)) if d != dn.index_vector_dim]
+    scatter_dims = [d for d in range(len(updates)) if d not in set(window)]
+    for d, axes in enumerate(operand):
+        if axes and d not in op_batch and (d not in passthrough or updates[passthrough[d]] != axes):
+            raise ShardyUnsafe(f"stablehlo.scatter into sharded operand dimension {d}")
+    for d, axes in enumerate(indices):
+        if axes and d not in ix_batch:
+            raise ShardyUnsafe(f"stablehlo.scatter with sharded index dimension {d}")
+    for d, axes in enumerate(updates):
+        if axes and d in set(window) and d not in passthrough.values():
+            raise ShardyUnsafe(f"stablehlo.scatter with sharded window dimension {d}")
+    for ob, ib in zip(op_batch, ix_batch):
+        if not (operand[ob] == indices[ib] == updates[scatter_dims[ix_dims.index(ib)]]):
+            raise ShardyUnsafe("stablehlo.scatter whose batch dimensions are sharded differently")
+    for ib in (d for d in ix_dims if d not in ix_batch):
+        if updates[scatter_dims[ix_dims.index(ib)]]:
+            raise ShardyUnsafe("stablehlo.scatter with a sharded non-batch update dimension")
 
 
 def _check_inserted_collectives(main):
@@ -719,6 +871,7 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
     main = _main(module)
     _check_partial_sums(main)
     _check_divisible(main, meshes)
+    _check_pads_and_gathers(main, meshes)
     args, _, _ = _read_shardings(main, meshes, "arg")
     results, _, _ = _read_shardings(main, meshes, "result")
     passmanager.PassManager.parse(LOCAL_PIPELINE).run(module.operation)
