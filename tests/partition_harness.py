@@ -63,6 +63,41 @@ def _mlp():
     return f, ((W1, W2), X), MESH2
 
 
+class _InMesh:
+    """A jitted function traced and run inside `jax.set_mesh(mesh)` (JAX's
+    explicit sharding, where `unreduced` outputs live)."""
+
+    def __init__(self, f, mesh):
+        self.f, self.mesh = f, mesh
+
+    def lower(self, *args):
+        with jax.set_mesh(self.mesh):
+            return self.f.lower(*args)
+
+    def __call__(self, *args):
+        with jax.set_mesh(self.mesh):
+            return self.f(*args)
+
+
+MESHE = Mesh(np.array(DEVS).reshape(2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+E = lambda *s, **kw: NamedSharding(MESHE, P(*s, **kw))  # noqa: E731
+
+
+def _explicit(f, args):
+    return _InMesh(jax.jit(f), MESHE), args, MESHE
+
+
+def _unreduced_arg():
+    to_unreduced = _InMesh(jax.jit(lambda a: jax.sharding.reshard(a, P(None, None, unreduced={"x"}))), MESHE)
+    return to_unreduced(put((4, 8), E(None, "y")))
+
+
+def _reduced_fwd_unreduced_bwd():
+    body = jax.shard_map(lambda a: a * a, out_specs=P(reduced={"x"}))
+    return _explicit(jax.grad(lambda a: body(a).sum()),
+                     (jax.device_put(R.standard_normal(8).astype(np.float32), E(reduced={"x"})),))
+
+
 def _smap(body, in_specs, out_specs, mesh=MESH2, **kw):
     return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs, **kw))
 
@@ -149,6 +184,40 @@ CASES = {
         (put((8, 8), S("x", "y")),), MESH2),
     "pmap": lambda: (jax.pmap(lambda a: jax.lax.psum(a, "i") * a, axis_name="i"),
                      (jnp.asarray(R.standard_normal((N, 3)).astype(np.float32)),), MESH1),
+    # batched ops whose sharded dims are batch (or whole, unindexed window) dims
+    "gather_batch_diagonal": lambda: (jax.jit(jax.vmap(lambda m: m[jnp.arange(6), jnp.arange(6)])),
+                                      (put((8, 6, 6), S("x")),), MESH2),
+    "scatter_set_batch": lambda: (
+        jax.jit(jax.vmap(lambda m: m.at[jnp.arange(6), jnp.arange(6)].set(1.0))),
+        (put((8, 6, 6), S(("x", "y"))),), MESH2),
+    "gather_batching_dims": lambda: (
+        jax.jit(jax.vmap(lambda m, i: m[i])),
+        (put((8, 6, 3), S("x")), jax.device_put(np.arange(8 * 4).reshape(8, 4) % 6, S("x"))), MESH2),
+    "pad_unsharded_dim": lambda: (jax.jit(lambda a: jnp.pad(a, ((0, 0), (1, 2)), constant_values=3.0)),
+                                  (put((8, 4), S("x")),), MESH2),
+    "pad_sharded_dim": lambda: (jax.jit(lambda a: jnp.pad(a, ((2, 0), (0, 0)))),
+                                (put((8, 4), S("x")),), MESH2),
+    # unreduced (JAX explicit sharding): each device's shard as XLA leaves it
+    "unreduced_einsum": lambda: _explicit(
+        lambda a, b: jnp.einsum("ab,bc->ac", a, b, out_sharding=P(None, None, unreduced={"y"})),
+        (put((4, 8), E(None, "y")), put((8, 4), E("y", None)))),
+    "unreduced_reduce_sum": lambda: _explicit(
+        lambda a: jax.lax.reduce_sum(a, axes=(0,), out_sharding=P(None, unreduced={"x"})),
+        (put((8, 4), E("x", None)),)),
+    "replicated_to_unreduced": lambda: _explicit(
+        lambda a: jax.sharding.reshard(a, P(None, unreduced={"x", "y"})), (put((6,), E()),)),
+    "sharded_to_unreduced": lambda: _explicit(
+        lambda a: jax.sharding.reshard(a * 2, P("x", None, unreduced={"y"})), (put((4, 8), E("x", "y")),)),
+    "unreduced_segment_sum": lambda: _explicit(
+        lambda d, i: jax.ops.segment_sum(d, i, 4, out_sharding=P(None, unreduced={"x"})),
+        (put((8, 3), E("x", None)), jax.device_put(np.array([0, 3, 1, 1, 2, 0, 3, 3]), E("x")))),
+    "reduced_fwd_unreduced_bwd": _reduced_fwd_unreduced_bwd,
+    # jaxlib 0.10.2 exports these reshards of an unreduced argument with a
+    # second reduction (all_reduce then all_reduce / reduce_scatter)
+    "unreduced_arg_to_replicated": lambda: _explicit(
+        lambda a: jax.sharding.reshard(a, P()) * 1.5, (_unreduced_arg(),)),
+    "unreduced_arg_to_sharded": lambda: _explicit(
+        lambda a: jax.sharding.reshard(a, P("x", "y")), (_unreduced_arg(),)),
 }
 # Expected path per case ("error": localize refuses with a ValueError).
 EXPECTED = {
@@ -164,6 +233,12 @@ EXPECTED = {
     "shard_map_psum": "shardy", "shard_map_all_gather": "shardy", "shard_map_ppermute": "shardy",
     "shard_map_pmax_fori": "shardy", "shard_map_psum_scatter_all_to_all": "shardy",
     "shard_map_then_unsafe": "global", "pmap": "shardy",
+    "gather_batch_diagonal": "shardy", "scatter_set_batch": "shardy",
+    "gather_batching_dims": "shardy", "pad_unsharded_dim": "shardy", "pad_sharded_dim": "global",
+    "unreduced_einsum": "shardy", "unreduced_reduce_sum": "shardy",
+    "replicated_to_unreduced": "shardy", "sharded_to_unreduced": "shardy",
+    "unreduced_segment_sum": "shardy", "reduced_fwd_unreduced_bwd": "shardy",
+    "unreduced_arg_to_replicated": "global", "unreduced_arg_to_sharded": "global",
 }
 
 
@@ -219,14 +294,40 @@ def run_case(name: str, force: str | None):
         placed = flat_args
     mismatches = []
     for k, (a, vs) in enumerate(zip(placed, info.arg_shardings)):
+        if vs is not None and vs.unreduced:
+            continue  # hlo_sharding() has no spelling for unreduced subgroups
         if _hlo_equal(info.hlo_sharding(vs, a.ndim), a.sharding._to_xla_hlo_sharding(a.ndim)) is False:
             mismatches.append(f"arg {k} sharding {info.hlo_sharding(vs, a.ndim)}")
     outs = exe.execute_sharded(placed).disassemble_into_single_device_arrays()
     refs = jax.tree.leaves(ref)
     assert len(outs) == len(refs) == len(info.result_shardings)
     for k, (o, rf, vs) in enumerate(zip(outs, refs, info.result_shardings)):
-        want = np.asarray(rf)
         pieces = [np.asarray(x) for x in o]
+        if vs is not None and vs.unreduced:
+            theirs = [np.asarray({s.device: s.data for s in rf.addressable_shards}[d]) for d in devices]
+            if info.path == "shardy":
+                # partial values: device by device as XLA leaves them
+                for p in range(N):
+                    if theirs[p].shape != pieces[p].shape or not np.allclose(
+                            pieces[p], theirs[p], atol=1e-4, rtol=1e-4):
+                        mismatches.append(f"result {k} partition {p} (unreduced)")
+            else:
+                # the global path keeps the value on one device of each
+                # group: only the group sums must agree
+                axes, ids = info.mesh_of(vs)
+                coords = partition._coords_of_partition(axes, ids)
+                unr = {a.split(":")[0] for a in vs.unreduced}
+                groups = {}
+                for p in range(N):
+                    key = tuple(sorted((a, c) for a, c in coords[p].items() if a not in unr))
+                    groups.setdefault(key, []).append(p)
+                for g in groups.values():
+                    ours_sum = sum(pieces[p] for p in g)
+                    want_sum = sum(theirs[p] for p in g)
+                    if not np.allclose(ours_sum, want_sum, atol=1e-4, rtol=1e-4):
+                        mismatches.append(f"result {k} group {g} (unreduced sum)")
+            continue
+        want = np.asarray(rf)
         for p in range(N):
             idx = info.shard_index(vs, p)
             loc = pieces[p]

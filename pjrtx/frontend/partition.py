@@ -608,6 +608,8 @@ def _check_partial_sums(main):
             users = [_op_name(u.owner) for u in r.uses]
             partial = any(u in ("sdy.all_reduce", "sdy.reduce_scatter") for u in users)
             sharding = str(o.attributes["sdy.sharding"]) if "sdy.sharding" in o.attributes else ""
+            # (partition_unreduced wraps the dots it leaves unreduced in
+            # manual computations: one still marked unreduced was not)
             if (partial or "unreduced" in sharding) and users != ["sdy.all_reduce"]:
                 raise ShardyUnsafe(f"{_op_name(o)} with a sharded contraction feeds {users} "
                                    "(Shardy's converter aborts unless one all_reduce does)")
@@ -796,9 +798,11 @@ def _check_inserted_collectives(main):
             raise ShardyUnsafe(f"Shardy inserted a {name} (not verified to reshard correctly)")
 
 
-def _fix_all_reduce_bodies(main) -> None:
+def _fix_all_reduce_bodies(main, sums_of_unreduced: bool = False) -> None:
     """Shardy 0.10.2 gives every all_reduce it inserts an add body. Set it to
-    the reduce it follows; refuse any all_reduce whose origin is unclear."""
+    the reduce it follows; refuse any all_reduce whose origin is unclear
+    (unless the program sums unreduced values, whose all_reduces
+    partition_unreduced checked before the converter ran)."""
     for o in list(_walk(main)):
         if _op_name(o) != "stablehlo.all_reduce":
             continue
@@ -815,6 +819,8 @@ def _fix_all_reduce_bodies(main) -> None:
                     raise ShardyUnsafe("all_reduce after a reduce with an unknown body")
                 kinds.add(kind)
             elif owner_name in ("stablehlo.dot_general", "stablehlo.convolution"):
+                kinds.add("stablehlo.add")
+            elif sums_of_unreduced:
                 kinds.add("stablehlo.add")
             else:
                 raise ShardyUnsafe(f"Shardy inserted an all_reduce after {owner_name}; "
@@ -869,6 +875,12 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
     _add_batch_rules(main, mesh_name)
     passmanager.PassManager.parse(SHARDY_PIPELINE).run(module.operation)
     main = _main(module)
+    from pjrtx.frontend import partition_unreduced  # it builds on this module
+
+    sums_of_unreduced = 0
+    if partition_unreduced.has_unreduced(main):
+        sums_of_unreduced = partition_unreduced.lower_unreduced(
+            main, meshes, mesh_name, axes, ids, n)
     _check_partial_sums(main)
     _check_divisible(main, meshes)
     _check_pads_and_gathers(main, meshes)
@@ -881,7 +893,7 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
         raise ShardyUnsafe(f"sdy ops remain after the pipeline: {left}")
     _check_inserted_collectives(main)
     _check_batch_calls(main)
-    _fix_all_reduce_bodies(main)
+    _fix_all_reduce_bodies(main, sums_of_unreduced > 0)
     for o in _walk(main):
         if _USER_TAG in o.attributes:
             del o.attributes[_USER_TAG]
@@ -928,10 +940,6 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
         return _localize_global(module, n, meshes, "forced")
     if not meshes:
         return _localize_global(module, n, meshes, "no sdy.mesh: every value is replicated")
-    if force != "shardy" and "unreduced=" in str(main):
-        # jaxlib 0.10.2's converter has no pass for unreduced axes (JAX's
-        # explicit sharding); the global program computes the reduced values.
-        return _localize_global(module, n, meshes, "unreduced shardings")
     if force != "shardy":
         axis_names = {a for m in meshes.values() for a, _ in _mesh_info(m, n)[0]}
         outside, inside = _screen(main, axis_names)
