@@ -87,6 +87,27 @@ def _explicit(f, args):
     return _InMesh(jax.jit(f), MESHE), args, MESHE
 
 
+def _custom_partitioning():
+    """A custom_partitioning function whose per-device body needs its
+    partition's collectives: the mean over 'y' of x's rows plus y."""
+    from jax.experimental.custom_partitioning import custom_partitioning
+
+    def partition(mesh, arg_shapes, result_shape):
+        def lower_fn(x, y):
+            return jax.lax.psum(x.reshape((4,)) + y, "y") / 4
+        return mesh, lower_fn, result_shape.sharding, jax.tree.map(lambda s: s.sharding, arg_shapes)
+
+    @custom_partitioning
+    def f(x, y):
+        return x.reshape((8,)) + y
+
+    f.def_partition(infer_sharding_from_operands=None, propagate_user_sharding=None,
+                    partition=partition, sharding_rule="(i k) j, (i k j) -> (i k j)",
+                    i=2, k=2, need_replication_factors=("k",))
+    return (jax.jit(lambda a, b: f(a, b) * 2),
+            (put((4, 2), S("x", None)), put((8,), S("x"))), MESH2)
+
+
 def _unreduced_arg():
     to_unreduced = _InMesh(jax.jit(lambda a: jax.sharding.reshard(a, P(None, None, unreduced={"x"}))), MESHE)
     return to_unreduced(put((4, 8), E(None, "y")))
@@ -216,6 +237,7 @@ CASES = {
     # second reduction (all_reduce then all_reduce / reduce_scatter)
     "unreduced_arg_to_replicated": lambda: _explicit(
         lambda a: jax.sharding.reshard(a, P()) * 1.5, (_unreduced_arg(),)),
+    "custom_partitioning": _custom_partitioning,
     "unreduced_arg_to_sharded": lambda: _explicit(
         lambda a: jax.sharding.reshard(a, P("x", "y")), (_unreduced_arg(),)),
 }
@@ -239,6 +261,7 @@ EXPECTED = {
     "replicated_to_unreduced": "shardy", "sharded_to_unreduced": "shardy",
     "unreduced_segment_sum": "shardy", "reduced_fwd_unreduced_bwd": "shardy",
     "unreduced_arg_to_replicated": "global", "unreduced_arg_to_sharded": "global",
+    "custom_partitioning": "shardy",
 }
 
 

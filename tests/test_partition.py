@@ -51,6 +51,9 @@ EXPECTED = {
     "unreduced_segment_sum": "shardy", "reduced_fwd_unreduced_bwd": "shardy",
     # Shardy exports these with a second reduction of the summed value
     "unreduced_arg_to_replicated": "global", "unreduced_arg_to_sharded": "global",
+    # jax.experimental.custom_partitioning: the user's partition callback
+    # (partition_custom.py), its body a manual computation on either path
+    "custom_partitioning": "shardy",
 }
 
 

@@ -935,6 +935,16 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
     meshes = _meshes(module) if sdy is not None else {}
     inline_calls(module)
     main = _main(module)
+    from pjrtx.frontend import partition_custom  # it builds on this module
+
+    if partition_custom.has_custom_partitioning(main):
+        # the user's partition callback, as XLA's SPMD partitioner calls it:
+        # a fully manual computation from here on
+        try:
+            partition_custom.expand(module, n)
+        except ShardyUnsafe as e:
+            raise ValueError(f"pjrtx: jax.experimental.custom_partitioning: {e}") from None
+        main = _main(module)
 
     if force == "global":
         return _localize_global(module, n, meshes, "forced")
