@@ -974,6 +974,89 @@ def _(devs, x, y, w1, w2):
 
 
 # --------------------------------------------------------------------------
+# Unreduced values (JAX explicit sharding): each device's partial value, as
+# XLA:CPU leaves it, compared shard by shard
+
+def emesh(devs, shape, names):
+    n = int(np.prod(shape))
+    return Mesh(np.asarray(devs[:n], dtype=object).reshape(shape), names,
+                axis_types=(jax.sharding.AxisType.Explicit,) * len(names))
+
+
+def shards(out):
+    """Every device's piece, in device order, stacked."""
+    return np.stack([np.asarray(s.data) for s in sorted(out.addressable_shards, key=lambda s: s.device.id)])
+
+
+@program("unreduced_einsum_shards", ints(4, 8, lo=-8, hi=8))
+def _(devs, x):
+    m = emesh(devs, (2, 4), ("x", "y"))
+    with jax.set_mesh(m):
+        f = jax.jit(lambda a, b: jnp.einsum("ab,bc->ac", a, b, out_sharding=P(None, None, unreduced={"y"})))
+        out = f(put(x, m, None, "y"), put(x.T.copy(), m, "y", None))
+        return shards(out), jax.sharding.reshard(out, P())
+
+
+@program("sharded_to_unreduced_shards", ints(4, 8))
+def _(devs, x):
+    m = emesh(devs, (2, 4), ("x", "y"))
+    with jax.set_mesh(m):
+        out = jax.jit(lambda a: jax.sharding.reshard(a + 1, P("x", None, unreduced={"y"})))(put(x, m, "x", "y"))
+        return shards(out), jax.sharding.reshard(out, P("x", "y"))
+
+
+@program("reduced_input_grad_unreduced", normal(8), dyadic=False, terms=1)
+def _(devs, x):
+    # the cotangent of a reduced input is unreduced: XLA keeps it on one
+    # device of the group and zeros on the others
+    m = emesh(devs, (2,), ("x",))
+    with jax.set_mesh(m):
+        body = jax.shard_map(lambda a: a * a, out_specs=P(reduced={"x"}))
+        g = jax.jit(jax.grad(lambda a: body(a).sum()))(jax.device_put(x, P(reduced={"x"})))
+        return shards(g), jax.sharding.reshard(g, P())
+
+
+# --------------------------------------------------------------------------
+# Callbacks XLA's partitioner makes into Python
+
+@program("custom_partitioning_psum", ints(4, 2, lo=-20, hi=20))
+def _(devs, x):
+    from jax.experimental.custom_partitioning import custom_partitioning
+
+    def partition(mesh_, arg_shapes, result_shape):
+        def lower_fn(a, b):
+            return lax.psum(a.reshape((4,)) + b, "y")
+        return mesh_, lower_fn, result_shape.sharding, jax.tree.map(lambda s: s.sharding, arg_shapes)
+
+    @custom_partitioning
+    def f(a, b):
+        return (a.reshape((8,)) + b) * 4
+
+    f.def_partition(infer_sharding_from_operands=None, propagate_user_sharding=None,
+                    partition=partition, sharding_rule="(i k) j, (i k j) -> (i k j)",
+                    i=2, k=2, need_replication_factors=("k",))
+    m = mesh(devs, (2, 4), ("x", "y"))
+    y = x.reshape(8) * 3
+    return jax.jit(lambda a, b: f(a, b) - 1)(put(x, m, "x", None), put(y, m, "x"))
+
+
+@program("inspect_sharding_in_jit", normal(8, 4), terms=1)
+def _(devs, x):
+    m = mesh(devs, (2, 4), ("x", "y"))
+    seen = []
+
+    def f(a):
+        b = jnp.sin(a)
+        jax.debug.inspect_array_sharding(b, callback=lambda s: seen.append((str(s.spec), len(s.device_set))))
+        return b * 2
+
+    out = jax.jit(f)(put(x, m, "x", "y"))
+    report = np.frombuffer(repr(seen).encode(), np.uint8)
+    return out, report
+
+
+
+# --------------------------------------------------------------------------
 # Comparison
 
 def gamma2(terms, dtype) -> float:

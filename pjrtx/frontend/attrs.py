@@ -179,7 +179,10 @@ def convert(attr):
     if isinstance(attr, ir.FloatAttr):
         return float(attr.value)
     if isinstance(attr, ir.StringAttr):
-        return attr.value
+        try:
+            return attr.value
+        except RuntimeError:  # bytes that are not UTF-8 (an opaque handle)
+            return attr.value_bytes.decode("utf-8", "backslashreplace")
     if isinstance(attr, ir.FlatSymbolRefAttr):
         return attr.value
     if isinstance(attr, (ir.DenseI64ArrayAttr, ir.DenseI32ArrayAttr)):

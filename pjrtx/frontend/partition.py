@@ -945,6 +945,12 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
         except ShardyUnsafe as e:
             raise ValueError(f"pjrtx: jax.experimental.custom_partitioning: {e}") from None
         main = _main(module)
+    if partition_custom.has_inspect_sharding(main):
+        try:
+            partition_custom.run_inspect_sharding(module, n)
+        except ShardyUnsafe as e:
+            raise ValueError(f"pjrtx: jax.debug.inspect_array_sharding: {e}") from None
+        main = _main(module)
 
     if force == "global":
         return _localize_global(module, n, meshes, "forced")

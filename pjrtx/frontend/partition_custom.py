@@ -32,13 +32,53 @@ TARGET = "CustomSPMDPartitioning"
 _counter = itertools.count()
 
 
-def _calls(main) -> list:
+INSPECT_TARGET = "InspectSharding"
+INSPECT_PREFIX = "pjrtx-inspect:"  # pjrtx.lowerings.inspect_sharding's keys
+
+
+def _calls(main, target=TARGET) -> list:
     return [o for o in _walk(main) if _op_name(o) == "stablehlo.custom_call"
-            and ir.StringAttr(o.attributes["call_target_name"]).value == TARGET]
+            and ir.StringAttr(o.attributes["call_target_name"]).value == target]
 
 
 def has_custom_partitioning(main) -> bool:
     return bool(_calls(main))
+
+
+def has_inspect_sharding(main) -> bool:
+    return bool(_calls(main, INSPECT_TARGET))
+
+
+def _in_manual(o) -> bool:
+    parent = o.parent
+    while parent is not None:
+        if parent.name == "sdy.manual_computation":
+            return True
+        parent = parent.parent
+    return False
+
+
+def run_inspect_sharding(module, n: int) -> int:
+    """Calls each jax.debug.inspect_array_sharding callback with the sharding
+    Shardy's propagation gave its value (as XLA's partitioner does, at
+    compile time) and drops the call; returns how many."""
+    from pjrtx.lowerings import inspect_sharding
+
+    main = _main(module)
+    calls = _calls(main, INSPECT_TARGET)
+    if not calls:
+        return 0
+    found = _propagated(module, n, INSPECT_TARGET)
+    for o, (in_dims, _) in zip(calls, found):
+        key = ir.StringAttr(o.attributes["backend_config"]).value_bytes.decode("utf-8", "replace")
+        report = inspect_sharding.CALLBACKS.get(key) if key.startswith(INSPECT_PREFIX) else None
+        if report is None:
+            raise ValueError("pjrtx: an InspectSharding call that pjrtx did not lower "
+                             "(jax.debug.inspect_array_sharding lowered for another platform)")
+        report(in_dims[0], _in_manual(o))
+        o.results[0].replace_all_uses_with(o.operands[0])
+        o.erase()
+    return len(calls)
 
 
 def _spec_of(attr, meshes):
@@ -74,15 +114,15 @@ def _value_attr(v, main):
     return d["sdy.sharding"] if "sdy.sharding" in d else None
 
 
-def _propagated(module, n) -> list:
-    """(operand dims, result dims) per custom call, after Shardy's propagation
-    on a copy of the module."""
+def _propagated(module, n, target=TARGET) -> list:
+    """(operand dims, result dims) per custom call of `target`, after
+    Shardy's propagation on a copy of the module."""
     work = ir.Module.parse(str(module))
     passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(work.operation)
     main = _main(work)
     meshes = _meshes(work)
     out = []
-    for o in _calls(main):
+    for o in _calls(main, target):
         ins = [_spec_of(_value_attr(v, main), meshes) for v in o.operands]
         res_attrs = (sdy.TensorShardingPerValueAttr(o.attributes["sdy.sharding"]).shardings
                      if "sdy.sharding" in o.attributes else [None] * len(o.results))
