@@ -63,18 +63,60 @@ def _dense_from_text(text: str, result_type):
 
 def _donated_args(f) -> list[int]:
     """Arguments JAX lets the run take over: `tf.aliasing_output = N` (an
-    output of the same type reuses it) or `jax.buffer_donor = true` (any
-    output may)."""
+    output of the same type reuses it) or `jax.buffer_donor = true` (an
+    output of the same type may). As XLA does, a buffer donor with no output
+    of its (per-device) type left to take it is not donated: the caller's
+    array stays alive (e.g. x of a sharded x @ x.T). XLA pairs them by size
+    on the device (OptimizeInputOutputBufferAlias), so a (16, 1) donor may
+    become a (16,) result."""
     if "arg_attrs" not in f.attributes:
         return []
-    out = []
-    for i, d in enumerate(ir.ArrayAttr(f.attributes["arg_attrs"])):
-        d = ir.DictAttr(d)
+    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+    results = [_byte_size(t) for t in ftype.results]
+    inputs = [_byte_size(t) for t in ftype.inputs]
+    attrs = [ir.DictAttr(d) for d in ir.ArrayAttr(f.attributes["arg_attrs"])]
+    free = list(range(len(results)))
+    out, donors = [], []
+    for i, d in enumerate(attrs):
         if "tf.aliasing_output" in d:
             out.append(i)
+            k = ir.IntegerAttr(d["tf.aliasing_output"]).value
+            if k in free:
+                free.remove(k)
         elif "jax.buffer_donor" in d and ir.BoolAttr(d["jax.buffer_donor"]).value:
+            donors.append(i)
+    for i in donors:
+        match = next((k for k in free if inputs[i] is not None and results[k] == inputs[i]), None)
+        if match is not None:
+            free.remove(match)
             out.append(i)
-    return out
+    return sorted(out)
+
+
+def _byte_size(t) -> int | None:
+    """Bytes of a static tensor type on the device (pred: one byte), None
+    for anything else."""
+    try:
+        rt = ir.RankedTensorType(t)
+    except (ValueError, TypeError):
+        return None
+    if not rt.has_static_shape:
+        return None
+    et = rt.element_type
+    factor = 1
+    if isinstance(et, ir.ComplexType) or str(et).startswith("complex"):
+        et, factor = ir.ComplexType(et).element_type, 2
+    try:
+        bits = ir.IntegerType(et).width
+    except (ValueError, TypeError):
+        try:
+            bits = ir.FloatType(et).width
+        except (ValueError, TypeError):
+            return None
+    n = 1
+    for d in rt.shape:
+        n *= d
+    return n * factor * max(1, (bits + 7) // 8)
 
 
 _DOT = "dot_dimension_numbers."
