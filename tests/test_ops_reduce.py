@@ -156,6 +156,22 @@ def test_reduce_float_sums_and_strided_inputs():
                          j=jnp.sum(x, axis=0)), h)
 
 
+@pytest.mark.parametrize("shape, axis", [((500, 500), None), ((250000, 2), 0), ((2, 250000), 1),
+                                         ((125, 2000, 2), (0, 1))])
+def test_large_float_sums_are_summed_as_a_tree(shape, axis):
+    # 250,000 f32 terms of 500: every partial sum of a tree of groups is a
+    # multiple of 500 * 256 below 2^27 and so exact, and the result is
+    # exactly 1.25e8 (XLA:CPU's too). Accumulating one term at a time (MLX's
+    # CPU reduction, per SIMD lane) rounds once the running sum passes 2^24
+    # and gave 124,536,880.
+    x = np.full(shape, 500.0, np.float32)
+    got = np.asarray(jax.jit(lambda v: jnp.sum(v, axis=axis))(jax.device_put(x, jax.devices("pjrtx")[0])))
+    want = x.astype(np.float64).sum(axis=axis)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    assert np.all(want == 1.25e8)
+
+
 def test_reduce_complex64():
     rng = np.random.default_rng(7)
     x = (rng.standard_normal((3, 5)) + 1j * rng.standard_normal((3, 5))).astype(np.complex64)
