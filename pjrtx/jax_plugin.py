@@ -48,7 +48,6 @@ def initialize():
     _lowered_cost_analysis()
     _enable_dlpack()
     _validate_compiler_options()
-    _guard_cache_writes()
     _clear_with_jax_caches(ext)
 
 
@@ -411,42 +410,6 @@ def _validate_compiler_options():
     backend_compile_and_load._pjrtx_wrapped = True
     backend_compile_and_load.__wrapped__ = original
     compiler.backend_compile_and_load = backend_compile_and_load
-
-
-def _guard_cache_writes():
-    """Multi-device pjrtx executables stay out of JAX's persistent cache:
-    jaxlib 0.10.2 serializes an executable's IFRT metadata (its parameter
-    and output layouts) before the plugin's bytes, and for an executable
-    with shardings but no layouts from the plugin (pjrtx has no Layouts
-    extension) it dereferences a missing layout and the process dies
-    (SIGSEGV in xla::Layout::ToProto, upstream compilation_cache_test's
-    test_pmap). One-device executables are cached as before."""
-    from jax._src import compiler
-
-    original = getattr(compiler, "_cache_write", None)
-    if not callable(original) or getattr(original, "_pjrtx_wrapped", False):
-        return
-
-    def _cache_write(cache_key, compile_time_secs, module_name, backend, executable,
-                     host_callbacks):
-        if getattr(backend, "platform", None) == PLATFORM:
-            try:
-                n = len(executable.local_devices())
-            except Exception:  # noqa: BLE001 - unknown executable: do not risk it
-                n = 2
-            if n > 1:
-                import logging
-
-                logging.getLogger("jax._src.compiler").debug(
-                    "pjrtx: not writing a persistent cache entry for %s: it runs on %d devices",
-                    module_name, n)
-                return
-        return original(cache_key, compile_time_secs, module_name, backend, executable,
-                        host_callbacks)
-
-    _cache_write._pjrtx_wrapped = True
-    _cache_write.__wrapped__ = original
-    compiler._cache_write = _cache_write
 
 
 def _jax_version() -> str:

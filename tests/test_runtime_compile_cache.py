@@ -272,6 +272,71 @@ def test_persistent_cache_skips_the_frontend_in_a_second_process(tmp_path, cpu_d
     assert first["y"] == want and second["y"] == want
 
 
+_SHARDED_CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import jax, jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    from pjrtx import jax_plugin, _pjrtx
+    jax_plugin.ensure_registered()
+    mesh = jax.sharding.Mesh(np.array(jax.devices("pjrtx")[:2]), ("x",))
+    x = jax.device_put(np.arange(32.0).reshape(8, 4), NamedSharding(mesh, P("x")))
+    f = jax.jit(lambda a: jnp.tanh(a) @ a.T, out_shardings=NamedSharding(mesh, P("x")))
+    y = f(x)
+    c = f.lower(x).compile()
+    print(json.dumps({"stats": _pjrtx.compile_stats(), "y": np.asarray(y).tolist(),
+                      "shards": len(y.addressable_shards),
+                      "formats": [list(c.input_formats[0][0].layout.major_to_minor),
+                                  list(c.output_formats.layout.major_to_minor)]}))
+""")
+
+
+def test_persistent_cache_holds_multi_device_executables(tmp_path, cpu_device):
+    # jaxlib 0.10.2 serializes an executable's parameter and output layouts
+    # with it; pjrtx reports them through the Layouts extension (before it,
+    # jaxlib dereferenced a missing layout and the process died, so
+    # multi-device executables were kept out of the cache).
+    env = dict(os.environ, JAX_PLATFORMS="pjrtx,cpu", PJRTX_DEVICES="2")
+    env.pop("XLA_FLAGS", None)
+
+    def child():
+        r = subprocess.run([sys.executable, "-c", _SHARDED_CHILD, str(tmp_path)],
+                           capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    want = run_on(cpu_device, lambda a: jnp.tanh(a) @ a.T, x)
+    first, second = child(), child()
+    assert first["stats"]["serialized"] >= 1, first["stats"]
+    assert second["stats"]["frontend_runs"] == 0 and second["stats"]["deserialized"] >= 1, second
+    for run in (first, second):
+        assert run["shards"] == 2 and run["formats"] == [[0, 1], [0, 1]]
+        np.testing.assert_allclose(run["y"], want, rtol=0, atol=sum_bound_abs(x))
+
+
+def sum_bound_abs(x):
+    """|pjrtx - XLA:CPU| bound for tanh(x) @ x.T: 4-term dot products of
+    |tanh| <= 1 and |x|, each side within gamma_4 of the exact sum, plus
+    tanh's own few ulps on each term."""
+    u = np.finfo(np.float32).eps / 2
+    return 2 * (4 * u / (1 - 4 * u) + 4 * u) * float(np.abs(x).sum(axis=1).max())
+
+
+def test_compiled_formats_are_row_major(pjrtx_device):
+    # Compiled.input_formats / output_formats read the executable's layouts
+    # (they raised AssertionError before pjrtx reported any).
+    x = jax.device_put(np.ones((4, 3, 2), np.float32), pjrtx_device)
+    c = jax.jit(lambda a: (a.sum(0), a[0, 0, 0])).lower(x).compile()
+    assert c.input_formats[0][0].layout.major_to_minor == (0, 1, 2)
+    outs = c.output_formats
+    assert outs[0].layout.major_to_minor == (0, 1) and outs[1].layout.major_to_minor == ()
+    assert x.format.layout.major_to_minor == (0, 1, 2)
+
+
 def test_registration_wraps_the_persistent_cache_gate():
     # jax 0.10.2 lists the platforms that may use jax_compilation_cache_dir
     # inside compilation_cache.is_cache_used; a rename must fail loudly.

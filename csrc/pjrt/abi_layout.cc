@@ -28,6 +28,31 @@ namespace {
 std::vector<StructLayout> build_layouts() {
   return {
       PJRTX_LAYOUT(PJRT_Extension_Base, F(struct_size) F(type) F(next)),
+      PJRTX_LAYOUT(PJRT_Layouts_Extension,
+                   F(base) F(PJRT_Layouts_MemoryLayout_Destroy)
+                       F(PJRT_Layouts_MemoryLayout_Serialize)
+                           F(PJRT_Layouts_PJRT_Client_GetDefaultLayout)
+                               F(PJRT_Layouts_PJRT_Buffer_MemoryLayout)
+                                   F(PJRT_Layouts_PJRT_Topology_GetDefaultLayout)
+                                       F(PJRT_Layouts_PJRT_Executable_GetOutputLayouts)
+                                           F(PJRT_Layouts_PJRT_Executable_GetParameterLayouts)),
+      PJRTX_LAYOUT(PJRT_Layouts_MemoryLayout_Destroy_Args,
+                   F(struct_size) F(extension_start) F(layout)),
+      PJRTX_LAYOUT(PJRT_Layouts_MemoryLayout_Serialize_Args,
+                   F(struct_size) F(extension_start) F(layout) F(serialized_bytes)
+                       F(serialized_bytes_size) F(serialized_layout) F(serialized_layout_deleter)),
+      PJRTX_LAYOUT(PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args,
+                   F(struct_size) F(extension_start) F(client) F(type) F(dims) F(num_dims)
+                       F(layout)),
+      PJRTX_LAYOUT(PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args,
+                   F(struct_size) F(extension_start) F(buffer) F(layout)),
+      PJRTX_LAYOUT(PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args,
+                   F(struct_size) F(extension_start) F(topology_description) F(type) F(dims)
+                       F(num_dims) F(layout)),
+      PJRTX_LAYOUT(PJRT_Layouts_PJRT_Executable_GetOutputLayouts_Args,
+                   F(struct_size) F(extension_start) F(executable) F(num_outputs) F(layouts)),
+      PJRTX_LAYOUT(PJRT_Layouts_PJRT_Executable_GetParameterLayouts_Args,
+                   F(struct_size) F(extension_start) F(executable) F(num_parameters) F(layouts)),
       PJRTX_LAYOUT(PJRT_Profiler_Extension,
                    F(base) F(profiler_api) F(traceme_context_id)),
       PJRTX_LAYOUT(PJRT_Api_Version,

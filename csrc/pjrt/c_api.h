@@ -2266,6 +2266,104 @@ PJRTX_DEFINE_SIZE(PJRT_Api, PJRT_TopologyDescription_GetMemorySpaceKindIds)
 
 #undef PJRTX_API_SLOT_MEMBER
 
+// ===========================================================================
+// Layouts extension (type PJRT_Extension_Type_Layouts, version 1, as of API
+// 0.93): the memory layouts of buffers, of a client's default arrays and of
+// an executable's parameters and outputs. A layout is an opaque handle;
+// Serialize gives xla::Layout's text ("{1,0}"), which jaxlib 0.10.2 parses.
+// Without it jaxlib asks Executable_OptimizedProgram for an HLO module to
+// read layouts from (pjrtx has none), and Compiled.input_formats fails.
+// ===========================================================================
+
+typedef struct PJRT_Layouts_MemoryLayout PJRT_Layouts_MemoryLayout;
+typedef struct PJRT_Layouts_SerializedLayout PJRT_Layouts_SerializedLayout;
+
+typedef struct PJRT_Layouts_MemoryLayout_Destroy_Args {
+  PJRTX_ARGS_PREFIX
+  PJRT_Layouts_MemoryLayout* layout;
+} PJRT_Layouts_MemoryLayout_Destroy_Args;
+PJRTX_DEFINE_SIZE(PJRT_Layouts_MemoryLayout_Destroy_Args, layout)
+typedef struct PJRT_Error* PJRT_Layouts_MemoryLayout_Destroy(
+    PJRT_Layouts_MemoryLayout_Destroy_Args* args);
+
+typedef struct PJRT_Layouts_MemoryLayout_Serialize_Args {
+  PJRTX_ARGS_PREFIX
+  PJRT_Layouts_MemoryLayout* layout;
+  const char* serialized_bytes;                     // out; lives as long as serialized_layout
+  size_t serialized_bytes_size;                     // out
+  PJRT_Layouts_SerializedLayout* serialized_layout;  // out
+  void (*serialized_layout_deleter)(PJRT_Layouts_SerializedLayout* s);  // out
+} PJRT_Layouts_MemoryLayout_Serialize_Args;
+PJRTX_DEFINE_SIZE(PJRT_Layouts_MemoryLayout_Serialize_Args, serialized_layout_deleter)
+typedef struct PJRT_Error* PJRT_Layouts_MemoryLayout_Serialize(
+    PJRT_Layouts_MemoryLayout_Serialize_Args* args);
+
+typedef struct PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args {
+  PJRTX_ARGS_PREFIX
+  PJRT_Client* client;
+  PJRT_Buffer_Type type;
+  const int64_t* dims;
+  size_t num_dims;
+  PJRT_Layouts_MemoryLayout* layout;  // out; the caller destroys it
+} PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args;
+PJRTX_DEFINE_SIZE(PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args, layout)
+typedef struct PJRT_Error* PJRT_Layouts_PJRT_Client_GetDefaultLayout(
+    PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args* args);
+
+typedef struct PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args {
+  PJRTX_ARGS_PREFIX
+  PJRT_Buffer* buffer;
+  PJRT_Layouts_MemoryLayout* layout;  // out; the caller destroys it
+} PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args;
+PJRTX_DEFINE_SIZE(PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args, layout)
+typedef struct PJRT_Error* PJRT_Layouts_PJRT_Buffer_MemoryLayout(
+    PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args* args);
+
+typedef struct PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args {
+  PJRTX_ARGS_PREFIX
+  PJRT_TopologyDescription* topology_description;
+  PJRT_Buffer_Type type;
+  const int64_t* dims;
+  size_t num_dims;
+  PJRT_Layouts_MemoryLayout* layout;  // out; the caller destroys it
+} PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args;
+PJRTX_DEFINE_SIZE(PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args, layout)
+typedef struct PJRT_Error* PJRT_Layouts_PJRT_Topology_GetDefaultLayout(
+    PJRT_Layouts_PJRT_Topology_GetDefaultLayout_Args* args);
+
+typedef struct PJRT_Layouts_PJRT_Executable_GetOutputLayouts_Args {
+  PJRTX_ARGS_PREFIX
+  PJRT_Executable* executable;
+  size_t num_outputs;                         // out
+  PJRT_Layouts_MemoryLayout** layouts;        // out; owned by the executable
+} PJRT_Layouts_PJRT_Executable_GetOutputLayouts_Args;
+PJRTX_DEFINE_SIZE(PJRT_Layouts_PJRT_Executable_GetOutputLayouts_Args, layouts)
+typedef struct PJRT_Error* PJRT_Layouts_PJRT_Executable_GetOutputLayouts(
+    PJRT_Layouts_PJRT_Executable_GetOutputLayouts_Args* args);
+
+typedef struct PJRT_Layouts_PJRT_Executable_GetParameterLayouts_Args {
+  PJRTX_ARGS_PREFIX
+  PJRT_Executable* executable;
+  size_t num_parameters;                      // out
+  PJRT_Layouts_MemoryLayout** layouts;        // out; owned by the executable
+} PJRT_Layouts_PJRT_Executable_GetParameterLayouts_Args;
+PJRTX_DEFINE_SIZE(PJRT_Layouts_PJRT_Executable_GetParameterLayouts_Args, layouts)
+typedef struct PJRT_Error* PJRT_Layouts_PJRT_Executable_GetParameterLayouts(
+    PJRT_Layouts_PJRT_Executable_GetParameterLayouts_Args* args);
+
+typedef struct PJRT_Layouts_Extension {
+  PJRT_Extension_Base base;
+  PJRT_Layouts_MemoryLayout_Destroy* PJRT_Layouts_MemoryLayout_Destroy;
+  PJRT_Layouts_MemoryLayout_Serialize* PJRT_Layouts_MemoryLayout_Serialize;
+  PJRT_Layouts_PJRT_Client_GetDefaultLayout* PJRT_Layouts_PJRT_Client_GetDefaultLayout;
+  PJRT_Layouts_PJRT_Buffer_MemoryLayout* PJRT_Layouts_PJRT_Buffer_MemoryLayout;
+  PJRT_Layouts_PJRT_Topology_GetDefaultLayout* PJRT_Layouts_PJRT_Topology_GetDefaultLayout;
+  PJRT_Layouts_PJRT_Executable_GetOutputLayouts* PJRT_Layouts_PJRT_Executable_GetOutputLayouts;
+  PJRT_Layouts_PJRT_Executable_GetParameterLayouts*
+      PJRT_Layouts_PJRT_Executable_GetParameterLayouts;
+} PJRT_Layouts_Extension;
+PJRTX_DEFINE_SIZE(PJRT_Layouts_Extension, PJRT_Layouts_PJRT_Executable_GetParameterLayouts)
+
 #ifdef __cplusplus
 }  // extern "C"
 

@@ -5,7 +5,9 @@
 
 #include "pjrt/c_api.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 // X(slot name without PJRT_): the implemented slots.
 #define PJRTX_IMPLEMENTED_SLOTS(X)                                            \
@@ -68,5 +70,8 @@ void set_stablehlo_current_version(int64_t major, int64_t minor, int64_t patch);
 const PJRT_Api* api();
 // The plugin's extension chain: the Shardings extension (pjrt/executable.cc).
 PJRT_Extension_Base* shardings_extension();
+// The Layouts extension (pjrt/layouts.cc), chained after the shardings one.
+PJRT_Extension_Base* layouts_extension();
+std::unique_ptr<PJRT_Layouts_MemoryLayout> row_major_layout(size_t rank);
 
 }  // namespace pjrtx::pjrt

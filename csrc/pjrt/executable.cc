@@ -44,6 +44,14 @@ std::shared_ptr<const ExecutableInfo> make_executable_info(const runtime::Loaded
     info->param_kinds.push_back(m->kind().data());
     info->param_kind_sizes.push_back(m->kind().size());
   }
+  for (const auto& t : exe.param_types()) {
+    info->layout_storage.push_back(row_major_layout(t.shape.size()));
+    info->param_layouts.push_back(info->layout_storage.back().get());
+  }
+  for (const auto& t : exe.output_types()) {
+    info->layout_storage.push_back(row_major_layout(t.shape.size()));
+    info->output_layouts.push_back(info->layout_storage.back().get());
+  }
   // The plan outlives the info (the executable holds both).
   const auto& f = exe.plan().entry_function();
   for (const auto& s : f.arg_shardings) {
@@ -88,7 +96,7 @@ PJRT_Error* Shardings_OutputShardings(PJRT_Shardings_PJRT_Executable_OutputShard
 
 PJRT_Extension_Base* shardings_extension() {
   static PJRT_Shardings_Extension ext = {
-      {PJRT_Shardings_Extension_STRUCT_SIZE, PJRT_Extension_Type_Shardings, nullptr},
+      {PJRT_Shardings_Extension_STRUCT_SIZE, PJRT_Extension_Type_Shardings, layouts_extension()},
       &Shardings_ParameterShardings,
       &Shardings_OutputShardings,
   };

@@ -71,6 +71,12 @@ struct PJRT_Buffer {
   std::vector<int64_t> minor_to_major;
 };
 
+// A layout the Layouts extension hands out (pjrt/layouts.cc): pjrtx arrays
+// are dense, so the order of dimensions says it all.
+struct PJRT_Layouts_MemoryLayout {
+  std::vector<int64_t> minor_to_major;
+};
+
 // Metadata a PJRT_Executable hands out, built once.
 struct ExecutableInfo {
   std::vector<PJRT_Buffer_Type> output_types;
@@ -81,6 +87,10 @@ struct ExecutableInfo {
   // The Shardings extension's arrays (empty: not reported).
   std::vector<const char*> param_shardings, output_shardings;
   std::vector<size_t> param_sharding_sizes, output_sharding_sizes;
+  // Row-major layouts of the parameters and outputs (Layouts extension);
+  // the pointers point into layout_storage.
+  std::vector<std::unique_ptr<PJRT_Layouts_MemoryLayout>> layout_storage;
+  std::vector<PJRT_Layouts_MemoryLayout*> param_layouts, output_layouts;
 };
 
 struct PJRT_Executable {
