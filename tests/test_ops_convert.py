@@ -126,14 +126,16 @@ def test_convert_shapes():
 # bits, saturates floats (NaN -> 0), and reads 4-bit sources as their value.
 
 INT4S = [ml_dtypes.int4, ml_dtypes.uint4]
-ALL4 = np.arange(16, dtype=np.uint8)  # every nibble: s4 -8..7, u4 0..15
+# int2/uint2 live the same way (one value per byte, s2 sign-extended).
+SUBBYTE = INT4S + [ml_dtypes.int2, ml_dtypes.uint2]
+ALL4 = np.arange(16, dtype=np.uint8)  # every nibble: s4 -8..7, u4 0..15 (2 bits: each 4 times)
 
 
 def to_int4(x):
     # Also read each result back as s32 in the same program: a host transfer
     # only shows the low nibble, a later op sees the whole stored byte.
     out = {}
-    for t in INT4S:
+    for t in SUBBYTE:
         out[name(t)] = lax.convert_element_type(x, t)
         out[name(t) + "_s32"] = lax.convert_element_type(out[name(t)], np.int32)
     return out
@@ -165,12 +167,12 @@ def test_convert_bool_to_int4():
     check(to_int4, np.array([False, True]))
 
 
-@pytest.mark.parametrize("src", INT4S, ids=name)
+@pytest.mark.parametrize("src", SUBBYTE, ids=name)
 def test_convert_from_int4(src):
     # Every 4-bit value to every type: s4 -1 is -1.0 and u32 0xffffffff, u4 15
     # is 15 everywhere.
     def f(x):
-        out = {name(t): lax.convert_element_type(x, t) for t in TARGETS + INT4S}
+        out = {name(t): lax.convert_element_type(x, t) for t in TARGETS + SUBBYTE}
         # a 4-bit value read back after a round trip through a wide type
         out["via_s32"] = lax.convert_element_type(lax.convert_element_type(x, np.int32), src)
         return out
@@ -199,7 +201,7 @@ def test_int4_constants():
 # ---- 4-bit arithmetic wraps like XLA:CPU (program.cc re-wraps 4-bit results) ---------
 
 
-@pytest.mark.parametrize("dt", INT4S, ids=name)
+@pytest.mark.parametrize("dt", SUBBYTE, ids=name)
 def test_int4_arithmetic_wraps(dt):
     x, y = np.repeat(ALL4, 16).view(dt), np.tile(ALL4, 16).view(dt)
 

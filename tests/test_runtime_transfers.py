@@ -172,9 +172,11 @@ def test_transfer_between_backends(pjrtx_device, cpu_device):
 
 
 def test_unsupported_element_type_is_refused_by_name(pjrtx_device, x64):
-    # MLX has no 2-bit type; the error names the type instead of a PJRT number.
-    with pytest.raises(Exception, match=r"element type s2 is not supported"):
-        jax.device_put(np.ones(3, ml_dtypes.int2), pjrtx_device)
+    # pjrtx has no 1-bit integers (s2/u2 and s4/u4 live one value per byte;
+    # 1-bit ones it does not take); the error names the type instead of a
+    # PJRT number.
+    with pytest.raises(Exception, match=r"element type s1 is not supported"):
+        jax.device_put(np.ones(3, ml_dtypes.int1), pjrtx_device)
 
 
 # ---- int4 / uint4 -------------------------------------------------------------------
@@ -182,7 +184,7 @@ def test_unsupported_element_type_is_refused_by_name(pjrtx_device, x64):
 # -2 as 0x0e); XLA:CPU reads only that nibble and hands back a clear high
 # nibble. MLX keeps s4 sign-extended, so both directions convert.
 
-INT4S = [ml_dtypes.int4, ml_dtypes.uint4]
+INT4S = [ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2]
 
 
 def int4_host(dtype, shape, seed=0):

@@ -68,6 +68,8 @@ void dense_element(std::ostringstream& os, const DenseData& d, size_t i) {
     // 4-bit values sit in a byte's low nibble (ml_dtypes' int4 bytes).
     case DType::kS4: os << (((load(uint8_t{}) & 15) ^ 8) - 8); break;
     case DType::kU4: os << (load(uint8_t{}) & 15); break;
+    case DType::kS2: os << (((load(uint8_t{}) & 3) ^ 2) - 2); break;
+    case DType::kU2: os << (load(uint8_t{}) & 3); break;
     case DType::kS16: os << load(int16_t{}); break;
     case DType::kS32: os << load(int32_t{}); break;
     case DType::kS64: os << load(int64_t{}); break;

@@ -12,7 +12,7 @@ struct DTypeInfo {
   const char* mlir;
   int bits;
 };
-constexpr std::array<DTypeInfo, 28> kInfo = {{
+constexpr std::array<DTypeInfo, 30> kInfo = {{
     {DType::kInvalid, "invalid", "", 0},
     {DType::kPred, "pred", "i1", 8},
     {DType::kS8, "s8", "i8", 8},
@@ -41,6 +41,8 @@ constexpr std::array<DTypeInfo, 28> kInfo = {{
     {DType::kF8E4M3B11FNUZ, "f8e4m3b11fnuz", "f8E4M3B11FNUZ", 8},
     {DType::kF8E8M0FNU, "f8e8m0fnu", "f8E8M0FNU", 8},
     {DType::kF4E2M1FN, "f4e2m1fn", "f4E2M1FN", 4},
+    {DType::kS2, "s2", "i2", 2},
+    {DType::kU2, "u2", "ui2", 2},
 }};
 const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
 }  // namespace
@@ -58,7 +60,7 @@ DType parse_dtype(std::string_view s) {
 
 int dtype_bits(DType t) { return t == DType::kPred ? 1 : info(t).bits; }
 int64_t dtype_size(DType t) {
-  return is_4bit(t) || t == DType::kF4E2M1FN ? 1 : info(t).bits / 8;
+  return is_subbyte_int(t) || t == DType::kF4E2M1FN ? 1 : info(t).bits / 8;
 }
 
 bool is_float(DType t) {
@@ -70,11 +72,11 @@ bool is_small_float(DType t) {
 }
 bool is_complex(DType t) { return t == DType::kC64 || t == DType::kC128; }
 bool is_signed_int(DType t) {
-  return t == DType::kS4 || t == DType::kS8 || t == DType::kS16 || t == DType::kS32 ||
+  return t == DType::kS2 || t == DType::kS4 || t == DType::kS8 || t == DType::kS16 || t == DType::kS32 ||
          t == DType::kS64;
 }
 bool is_unsigned_int(DType t) {
-  return t == DType::kU4 || t == DType::kU8 || t == DType::kU16 || t == DType::kU32 ||
+  return t == DType::kU2 || t == DType::kU4 || t == DType::kU8 || t == DType::kU16 || t == DType::kU32 ||
          t == DType::kU64;
 }
 

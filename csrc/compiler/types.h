@@ -24,6 +24,8 @@ enum class DType : uint8_t {
   // end stores them as bytes (backend/mlx/small_float.h).
   kF8E4M3FN, kF8E5M2, kF8E4M3, kF8E3M4, kF8E4M3FNUZ, kF8E5M2FNUZ,
   kF8E4M3B11FNUZ, kF8E8M0FNU, kF4E2M1FN,
+  // 2-bit integers, stored as s4/u4 are (appended: plans store DType values).
+  kS2, kU2,
 };
 
 // "f32", "bf16", "s32", "u8", "pred", "c64", ... (XLA spelling).
@@ -32,7 +34,7 @@ std::string_view dtype_name(DType t);
 // Returns kInvalid when unknown.
 DType parse_dtype(std::string_view s);
 // Bytes per element, in host buffers and in MLX arrays alike: 1 for pred,
-// 0 for token, and 1 for s4/u4, which live one value per byte. jaxlib hands
+// 0 for token, and 1 for s2/u2/s4/u4, which live one value per byte. jaxlib hands
 // PJRT int4 arrays as ml_dtypes stores them, the value in a byte's low nibble
 // (s4 -2 is 0x0e), and MLX has no 4-bit type (backend/mlx/dtype.h keeps s4
 // sign-extended there). So byte_size() of s4[5] is 5, not XLA's packed 3.
@@ -42,12 +44,16 @@ bool is_float(DType t);       // f16 bf16 f32 f64 (what MLX computes in)
 // The 8- and 4-bit float types: no MLX dtype, stored as bytes.
 bool is_small_float(DType t);
 bool is_complex(DType t);     // c64 c128
-bool is_signed_int(DType t);  // s4, s8..s64
-bool is_unsigned_int(DType t);// u4, u8..u64
+bool is_signed_int(DType t);  // s2, s4, s8..s64
+bool is_unsigned_int(DType t);// u2, u4, u8..u64
 inline bool is_integer(DType t) { return is_signed_int(t) || is_unsigned_int(t); }
-// Value bits: 1 for pred, 4 for s4/u4 (each still stored in one byte).
+// Value bits: 1 for pred, 2 for s2/u2 and 4 for s4/u4 (each still stored
+// in one byte).
 int dtype_bits(DType t);
-inline bool is_4bit(DType t) { return t == DType::kS4 || t == DType::kU4; }
+// s2/u2/s4/u4: integers narrower than a byte, one value per byte.
+inline bool is_subbyte_int(DType t) {
+  return t == DType::kS4 || t == DType::kU4 || t == DType::kS2 || t == DType::kU2;
+}
 
 using Shape = std::vector<int64_t>;
 

@@ -66,6 +66,8 @@ PJRT_Buffer_Type to_pjrt_type(compiler::DType t) {
     case DType::kC64: return PJRT_Buffer_Type_C64;
     case DType::kC128: return PJRT_Buffer_Type_C128;
     case DType::kToken: return PJRT_Buffer_Type_TOKEN;
+    case DType::kS2: return PJRT_Buffer_Type_S2;
+    case DType::kU2: return PJRT_Buffer_Type_U2;
     case DType::kS4: return PJRT_Buffer_Type_S4;
     case DType::kU4: return PJRT_Buffer_Type_U4;
     case DType::kF8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
@@ -99,6 +101,8 @@ compiler::DType from_pjrt_type(PJRT_Buffer_Type t) {
     case PJRT_Buffer_Type_F64: return DType::kF64;
     case PJRT_Buffer_Type_C64: return DType::kC64;
     case PJRT_Buffer_Type_C128: return DType::kC128;
+    case PJRT_Buffer_Type_S2: return DType::kS2;
+    case PJRT_Buffer_Type_U2: return DType::kU2;
     case PJRT_Buffer_Type_S4: return DType::kS4;
     case PJRT_Buffer_Type_U4: return DType::kU4;
     case PJRT_Buffer_Type_F8E4M3FN: return DType::kF8E4M3FN;
@@ -123,7 +127,7 @@ compiler::DType from_pjrt_type(PJRT_Buffer_Type t) {
                              ? std::string(kNames[i])
                              : "PJRT element type " + std::to_string(i);
       unimplemented("pjrtx: element type ", name,
-                    " is not supported on MLX (supported: pred, s4, s8-s64, u4, u8-u64, f16, bf16, "
+                    " is not supported on MLX (supported: pred, s2, s4, s8-s64, u2, u4, u8-u64, f16, bf16, "
                     "f32, f64, c64, c128, f8e4m3fn, f8e5m2, f8e4m3, f8e3m4, f8e4m3fnuz, f8e5m2fnuz, "
                     "f8e4m3b11fnuz, f8e8m0fnu, f4e2m1fn)");
     }

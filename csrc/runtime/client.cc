@@ -365,7 +365,7 @@ uintptr_t Client::acquire_external(const BufferPtr& buffer) {
 
 bool Client::host_readable(const Buffer& buffer) const {
   compiler::DType t = buffer.type().dtype;
-  return backend_name() == "CPU" && !compiler::is_4bit(t) && t != compiler::DType::kF4E2M1FN &&
+  return backend_name() == "CPU" && !compiler::is_subbyte_int(t) && t != compiler::DType::kF4E2M1FN &&
          t != compiler::DType::kToken && buffer.type().byte_size() > 0;
 }
 

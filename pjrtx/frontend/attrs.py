@@ -20,11 +20,13 @@ from pjrtx import _pjrtx
 # MLIR element type -> (plan dtype, numpy dtype)
 _ELEMENT_TYPES = {
     "i1": ("pred", np.bool_),
+    "i2": ("s2", ml_dtypes.int2),
     "i4": ("s4", ml_dtypes.int4),
     "i8": ("s8", np.int8),
     "i16": ("s16", np.int16),
     "i32": ("s32", np.int32),
     "i64": ("s64", np.int64),
+    "ui2": ("u2", ml_dtypes.uint2),
     "ui4": ("u4", ml_dtypes.uint4),
     "ui8": ("u8", np.uint8),
     "ui16": ("u16", np.uint16),
@@ -129,7 +131,8 @@ def dense(attr, text: str | None = None) -> "_pjrtx.Dense":
     if 0 in shape:  # MLIR calls an empty attribute a splat; it holds no bytes
         return _pjrtx.Dense(dtype, shape, b"", False)
     _, npdt = element_info(ir.ShapedType(attr.type).element_type)
-    if dtype in ("bf16", "c64", "c128", "s4", "u4") or dtype in _SMALL_FLOATS or text is not None:
+    if dtype in ("bf16", "c64", "c128", "s2", "u2", "s4", "u4") or dtype in _SMALL_FLOATS \
+            or text is not None:
         data, splat = _parse_dense_text(text or str(attr), dtype, npdt, shape)
         return _pjrtx.Dense(dtype, shape, data, splat)
     if attr.is_splat:

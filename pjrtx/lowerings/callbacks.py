@@ -55,6 +55,7 @@ _NUMPY_DTYPES = {
     "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
     "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
     "c64": np.complex64, "c128": np.complex128,
+    "s2": ml_dtypes.int2, "u2": ml_dtypes.uint2,
     "s4": ml_dtypes.int4, "u4": ml_dtypes.uint4,
     # Small floats are stored one encoding per byte, as ml_dtypes stores them.
     "f8e4m3fn": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2,
@@ -63,8 +64,8 @@ _NUMPY_DTYPES = {
     "f8e4m3b11fnuz": ml_dtypes.float8_e4m3b11fnuz, "f8e8m0fnu": ml_dtypes.float8_e8m0fnu,
     "f4e2m1fn": ml_dtypes.float4_e2m1fn,
 }
-# MLX keeps 4-bit values one per byte, sign-extended for s4.
-_BYTE_OF_4BIT = {"s4": np.int8, "u4": np.uint8}
+# MLX keeps 2- and 4-bit values one per byte, sign-extended for s2/s4.
+_BYTE_OF_4BIT = {"s2": np.int8, "u2": np.uint8, "s4": np.int8, "u4": np.uint8}
 
 
 class CallbackError(RuntimeError):

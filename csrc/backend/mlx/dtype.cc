@@ -30,6 +30,8 @@ mx::Dtype to_mlx(DType t) {
     // MLX has no 4-bit type: one value per byte (see compiler/types.h).
     case DType::kS4: return mx::int8;
     case DType::kU4: return mx::uint8;
+    case DType::kS2: return mx::int8;
+    case DType::kU2: return mx::uint8;
     default:
       // Small floats live as their bytes (backend/mlx/small_float.h).
       if (compiler::is_small_float(t)) return mx::uint8;
@@ -60,18 +62,20 @@ DType from_mlx(mx::Dtype t) {
 
 DType storage_dtype(DType t) {
   if (t == DType::kC128) return DType::kF64;
-  if (t == DType::kS4) return DType::kS8;
-  if (t == DType::kU4 || compiler::is_small_float(t)) return DType::kU8;
+  if (t == DType::kS4 || t == DType::kS2) return DType::kS8;
+  if (t == DType::kU4 || t == DType::kU2 || compiler::is_small_float(t)) return DType::kU8;
   return t;
 }
 
-mx::array canonical_4bit(const mx::array& x, DType t) {
-  if (t == DType::kU4) return mx::bitwise_and(x, mx::array(0x0f, mx::uint8));
-  if (t != DType::kS4) return x;
-  // ((x & 15) ^ 8) - 8 maps 0..7 to 0..7 and 8..15 to -8..-1 without shifting
-  // a negative int8.
-  mx::array low = mx::bitwise_and(x, mx::array(0x0f, mx::int8));
-  return mx::subtract(mx::bitwise_xor(low, mx::array(8, mx::int8)), mx::array(8, mx::int8));
+mx::array canonical_subbyte(const mx::array& x, DType t) {
+  if (!compiler::is_subbyte_int(t)) return x;
+  const int bits = compiler::dtype_bits(t);
+  const int mask = (1 << bits) - 1, half = 1 << (bits - 1);
+  if (compiler::is_unsigned_int(t)) return mx::bitwise_and(x, mx::array(mask, mx::uint8));
+  // ((x & 15) ^ 8) - 8 maps 0..7 to 0..7 and 8..15 to -8..-1 (s2: & 3, ^ 2,
+  // - 2) without shifting a negative int8.
+  mx::array low = mx::bitwise_and(x, mx::array(mask, mx::int8));
+  return mx::subtract(mx::bitwise_xor(low, mx::array(half, mx::int8)), mx::array(half, mx::int8));
 }
 
 mx::Shape to_mlx_shape(const compiler::Shape& s) {

@@ -24,7 +24,7 @@ compiler::DType storage_dtype(compiler::DType t);
 // nibble (0xf3 -> 3). Other types pass through. Integer ops compute on the
 // 8-bit storage, and 8-bit results wrapped mod 2^8 are right mod 2^4, so this
 // one step makes them XLA's 4-bit answers.
-mx::array canonical_4bit(const mx::array& x, compiler::DType t);
+mx::array canonical_subbyte(const mx::array& x, compiler::DType t);
 mx::Shape to_mlx_shape(const compiler::Shape& s);
 // The shape of the MLX array that stores a value of type t: its shape, and
 // a trailing 2 for c128 (re, im): the bytes of std::complex<double>.

@@ -239,9 +239,9 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
           throw Error(ErrorCode::kInternal,
                       "[" + inst.where() + "] lowering produced " +
                           shape_str(a) + " but the plan says " + want[i].str());
-        // The one place 4-bit results wrap: lowerings compute s4/u4 in their
-        // byte storage (7 + 1 = 8 there, -8 in s4).
-        if (compiler::is_4bit(dt)) out[i] = canonical_4bit(a, dt);
+        // The one place sub-byte results wrap: lowerings compute s2/u2/s4/u4
+        // in their byte storage (7 + 1 = 8 there, -8 in s4).
+        if (compiler::is_subbyte_int(dt)) out[i] = canonical_subbyte(a, dt);
       }
       return out;
     };

@@ -39,10 +39,14 @@ void copy_dim(const char* src, char*& dst, const compiler::Shape& shape,
 // stores s4 -2 as 0x0e; XLA:CPU ignores the high nibble: 0xfe also reads -2).
 // MLX storage is the canonical byte of backend/mlx/dtype.h: s4 -2 is 0xfe.
 // Plain C++ here: an MLX op would bind the array to this thread's stream.
-void canonicalize_4bit(uint8_t* p, int64_t n, compiler::DType t) {
+// int2/uint2 likewise, in the low 2 bits.
+void canonicalize_subbyte(uint8_t* p, int64_t n, compiler::DType t) {
+  const int bits = compiler::dtype_bits(t);
+  const uint8_t mask = static_cast<uint8_t>((1 << bits) - 1), half = static_cast<uint8_t>(1 << (bits - 1));
+  const bool is_signed = compiler::is_signed_int(t);
   for (int64_t i = 0; i < n; ++i) {
-    uint8_t v = p[i] & 0x0f;
-    p[i] = t == compiler::DType::kS4 ? static_cast<uint8_t>((v ^ 8) - 8) : v;
+    uint8_t v = p[i] & mask;
+    p[i] = is_signed ? static_cast<uint8_t>((v ^ half) - half) : v;
   }
 }
 
@@ -87,10 +91,11 @@ mx::array array_from_host(const void* data, const compiler::TensorType& type,
     std::memcpy(dst, data, nbytes);
   else
     strided_copy(data, dst, type.shape, byte_strides, dtype_size(type.dtype));
-  if (compiler::is_4bit(type.dtype)) canonicalize_4bit(static_cast<uint8_t*>(dst), nbytes, type.dtype);
+  if (compiler::is_subbyte_int(type.dtype))
+    canonicalize_subbyte(static_cast<uint8_t*>(dst), nbytes, type.dtype);
   // f4e2m1fn bytes as ml_dtypes stores them: the value in the low nibble.
   if (type.dtype == compiler::DType::kF4E2M1FN)
-    canonicalize_4bit(static_cast<uint8_t*>(dst), nbytes, compiler::DType::kU4);
+    canonicalize_subbyte(static_cast<uint8_t*>(dst), nbytes, compiler::DType::kU4);
   return mx::array(std::move(buf), shape, dt);
 }
 
@@ -109,9 +114,10 @@ void array_to_host(const mx::array& a, compiler::DType t, void* dst, size_t dst_
   std::memcpy(dst, src.data<void>(), dst_size);
   // XLA:CPU hands s4 -2 back as 0x0e, as ml_dtypes stores it: the value's
   // nibble, the high nibble clear.
-  if (compiler::is_4bit(t) || t == compiler::DType::kF4E2M1FN) {
+  if (compiler::is_subbyte_int(t) || t == compiler::DType::kF4E2M1FN) {
+    const uint8_t mask = t == compiler::DType::kS2 || t == compiler::DType::kU2 ? 0x03 : 0x0f;
     auto* p = static_cast<uint8_t*>(dst);
-    for (size_t i = 0; i < dst_size; ++i) p[i] &= 0x0f;
+    for (size_t i = 0; i < dst_size; ++i) p[i] &= mask;
   }
 }
 

@@ -46,13 +46,16 @@ void require_integer(LowerCtx& ctx) {
 
 // XLA:CPU counts an s4 in its sign-extended byte: popcnt(s4 -8) is 5 and
 // popcnt(s4 -1) is 8, which wraps to -8. The storage here is that byte, so
-// the same count comes out.
+// the same count comes out. An s2 it counts in its two value bits only
+// (popcnt(s2 -2) is 1), so those are masked first.
 Kernel lower_popcnt(LowerCtx& ctx) {
   require_integer(ctx);
   const int bits = compiler::dtype_bits(ctx.in(0).dtype);
   return unary([bits](const mx::array& x) {
     mx::Dtype ut = unsigned_of_width(bits);
-    return mx::view(popcount_unsigned(mx::view(x, ut), bits), x.dtype());
+    mx::array u = mx::view(x, ut);
+    if (bits == 2) u = mx::bitwise_and(u, ucst(0x03, ut));
+    return mx::view(popcount_unsigned(u, bits), x.dtype());
   });
 }
 
@@ -65,7 +68,7 @@ Kernel lower_clz(LowerCtx& ctx) {
     mx::Dtype ut = unsigned_of_width(bits);
     mx::array u = mx::view(x, ut);
     // Only the 4 value bits of s4/u4 count: clz(s4 -1) is 0, not 4 - 8.
-    if (bits == 4) u = mx::bitwise_and(u, ucst(0x0f, ut));
+    if (bits < 8) u = mx::bitwise_and(u, ucst((1 << bits) - 1, ut));
     for (int s = 1; s < bits; s *= 2) u = mx::bitwise_or(u, mx::right_shift(u, ucst(s, ut)));
     mx::array n = mx::subtract(ucst(bits, ut), popcount_unsigned(u, bits));
     return mx::view(n, x.dtype());

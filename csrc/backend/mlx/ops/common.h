@@ -20,6 +20,7 @@ inline mx::array all_ones(mx::Dtype dt) { return mx::astype(mx::array(int64_t{-1
 
 inline int64_t signed_min(DType t) {
   switch (t) {
+    case DType::kS2: return -2;
     case DType::kS4: return -8;
     case DType::kS8: return std::numeric_limits<int8_t>::min();
     case DType::kS16: return std::numeric_limits<int16_t>::min();
@@ -32,7 +33,7 @@ inline int64_t signed_min(DType t) {
 // stores them.
 inline mx::Dtype signed_of_width(int bits) {
   switch (bits) {
-    case 4: case 8: return mx::int8;
+    case 2: case 4: case 8: return mx::int8;
     case 16: return mx::int16;
     case 32: return mx::int32;
     default: return mx::int64;
@@ -40,7 +41,7 @@ inline mx::Dtype signed_of_width(int bits) {
 }
 inline mx::Dtype unsigned_of_width(int bits) {
   switch (bits) {
-    case 4: case 8: return mx::uint8;
+    case 2: case 4: case 8: return mx::uint8;
     case 16: return mx::uint16;
     case 32: return mx::uint32;
     default: return mx::uint64;

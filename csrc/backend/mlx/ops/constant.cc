@@ -33,7 +33,7 @@ Kernel lower_constant(LowerCtx& ctx) {
     // storage made them (constant_pool.cc): the array is a view of that
     // buffer and keeps the DenseData alive through its deleter.
     const bool same_layout =
-        !compiler::is_4bit(t.dtype) && t.dtype != compiler::DType::kF4E2M1FN;
+        !compiler::is_subbyte_int(t.dtype) && t.dtype != compiler::DType::kF4E2M1FN;
     if (same_layout && !d.bytes.empty() && d.bytes.handle() != nullptr &&
         d.bytes.storage() == mlx_dense_storage()) {
       std::shared_ptr<const compiler::DenseData> keep = ctx.inst().attr_dense_ptr("value");

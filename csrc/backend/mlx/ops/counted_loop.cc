@@ -49,9 +49,9 @@ std::optional<LoopDir> parse_dir(const std::string& s) {
 }
 
 bool counter_type(const compiler::TensorType& t) {
-  // 4-bit types wrap through their byte storage (canonical_4bit); not worth a
+  // sub-byte types wrap through their byte storage (canonical_subbyte); not worth a
   // fast path.
-  return t.shape.empty() && compiler::is_integer(t.dtype) && !compiler::is_4bit(t.dtype);
+  return t.shape.empty() && compiler::is_integer(t.dtype) && !compiler::is_subbyte_int(t.dtype);
 }
 
 void type_range(DType t, Int128& lo, Int128& hi) {

@@ -515,13 +515,13 @@ Kernel lower_shift(LowerCtx& ctx) {
       // A 4-bit value shifts in from bit 3, not from its storage's bit 7:
       // s4 -8 (0xf8) >> 1 is 4, not 0x7c.
       mx::array xu = mx::astype(x, ut);
-      if (bits == 4) xu = mx::bitwise_and(xu, mx::array(0x0f, ut));
+      if (bits < 8) xu = mx::bitwise_and(xu, mx::array((1 << bits) - 1, ut));
       mx::array r = mx::right_shift(xu, ys);
       return mx::where(oob, mx::zeros_like(x), mx::astype(r, dt));
     } else {
       // Bit 3 is a 4-bit value's sign, also for u4: u4 8 >> 1 is 12 (XLA:CPU).
       mx::array xs = mx::astype(x, st);
-      if (bits == 4) xs = canonical_4bit(xs, DType::kS4);
+      if (bits < 8) xs = canonical_subbyte(xs, bits == 4 ? DType::kS4 : DType::kS2);
       mx::array r = mx::right_shift(xs, mx::astype(ys, st));
       mx::array fill = mx::where(mx::less(xs, mx::zeros_like(xs)),
                                  mx::full_like(xs, -1), mx::zeros_like(xs));
