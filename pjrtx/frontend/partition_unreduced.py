@@ -274,6 +274,10 @@ class _Lowering:
         if name == "stablehlo.scatter":
             self.scatter_add(o, in_unr, out_unr, res_s)
             return
+        if name == "stablehlo.convert" and in_unr[0] and not (
+                _is_float_type(o.operands[0].type) and _is_float_type(o.results[0].type)):
+            # rounding to an integer does not commute with the sum
+            raise ShardyUnsafe("a convert of an unreduced value to or from an integer type")
         if name in _LINEAR_UNARY:
             missing = out_unr - in_unr[0]
             if in_unr[0] - out_unr:
@@ -436,6 +440,11 @@ def _after(o):
     """The insertion point right after `o` (never the end: a terminator follows)."""
     ops = [x.operation for x in o.block.operations]
     return ir.InsertionPoint(ops[ops.index(o) + 1])
+
+
+def _is_float_type(t) -> bool:
+    et = str(ir.RankedTensorType(t).element_type)
+    return et.startswith(("f", "bf", "complex"))
 
 
 def _zero_text(element_type) -> str:
