@@ -214,6 +214,22 @@ def test_known_failures_file_format(tmp_path):
                      "b_test.py::test3": "gather not lowered yet"}
 
 
+def test_flaky_entries_may_pass_or_fail(tmp_path):
+    (tmp_path / "known_failures.txt").write_text(textwrap.dedent("""\
+        # reason: always fails
+        a_test.py::T::test1
+        # flaky: depends on which fusion tier ran first
+        a_test.py::T::test2
+        """))
+    known = expectations.read_known_failures(tmp_path)
+    assert known["a_test.py::T::test2"].startswith(expectations.FLAKY)
+    R = lambda i, o: runner.Result(i, "a_test.py", o)  # noqa: E731
+    both_pass = [R("a_test.py::T::test1", "passed"), R("a_test.py::T::test2", "passed")]
+    problems = expectations.check(both_pass, known)
+    assert len(problems) == 1 and "test1" in problems[0]
+    assert expectations.check([R("a_test.py::T::test2", "failed")], known) == []
+
+
 def test_x64_run_reads_its_own_known_failures(tmp_path):
     (tmp_path / "known_failures.txt").write_text("# reason: r32\na_test.py::T::test1\n")
     (tmp_path / "known_failures_x64.txt").write_text("# reason: c128\na_test.py::T::test2\n")

@@ -4,8 +4,11 @@ the file selection, and known failures grouped under their reasons.
 known_failures.txt:
     # reason: <why these fail>
     lax_test.py::LaxTest::testFoo
+    # flaky: <why these pass in some runs and fail in others>
+    ode_test.py::ODETest::testBar
 --check fails when an unlisted test fails or a listed one passes, so the
-list can only shrink.
+list can only shrink. A test under `# flaky:` may do either; the reason
+must say what its outcome depends on.
 """
 from __future__ import annotations
 
@@ -89,14 +92,20 @@ def read_known_failures(d: Path, x64: bool = False) -> dict[str, str]:
     return read_reasoned_ids(path) if path.exists() else {}
 
 
+FLAKY = "flaky: "
+
+
 def read_reasoned_ids(path: Path) -> dict[str, str]:
-    """Test ids grouped under `# reason: ...` lines -> {id: reason} (other
-    `#` lines are comments); an id with no reason above it is an error."""
+    """Test ids grouped under `# reason: ...` (or `# flaky: ...`) lines ->
+    {id: reason} (a flaky one's reason starts with FLAKY; other `#` lines
+    are comments); an id with no reason above it is an error."""
     known, reason = {}, None
     for raw in path.read_text().splitlines():
         line = raw.strip()
         if line.startswith("# reason:"):
             reason = line[len("# reason:"):].strip()
+        elif line.startswith("# flaky:"):
+            reason = FLAKY + line[len("# flaky:"):].strip()
         elif line and not line.startswith("#"):
             if reason is None:
                 raise ValueError(f"{path.name}: {line} has no '# reason:' above it")
@@ -113,6 +122,6 @@ def check(results: list[Result], known: dict[str, str]) -> list[str]:
             problems.append(f"new failure: {r.id}: {r.outcome}: {r.error}")
     for test_id, reason in known.items():
         r = ran.get(test_id)
-        if r is not None and r.outcome == PASSED:
+        if r is not None and r.outcome == PASSED and not reason.startswith(FLAKY):
             problems.append(f"now passes, remove from known failures ({reason}): {test_id}")
     return problems
