@@ -198,18 +198,19 @@ def test_large_constants_printed_as_hex(dtype, mlir):
 
 
 def test_constant_of_unsupported_element_type_is_clear():
-    # 2-bit integers have no plan type (f8 and f4 types do: test_ops_f8.py).
-    text = """func.func @main() -> tensor<2xi32> {
-  %0 = stablehlo.constant dense<1> : tensor<2xi2>
-  %1 = stablehlo.convert %0 : (tensor<2xi2>) -> tensor<2xi32>
-  return %1 : tensor<2xi32>
+    # 6-bit floats have no plan type (2- and 4-bit integers do, and the f8
+    # and f4 types: test_ops_f8.py).
+    text = """func.func @main() -> tensor<2xf32> {
+  %0 = stablehlo.constant dense<1.0> : tensor<2xf6E2M3FN>
+  %1 = stablehlo.convert %0 : (tensor<2xf6E2M3FN>) -> tensor<2xf32>
+  return %1 : tensor<2xf32>
 }"""
     with pytest.raises(frontend.FrontendError,
-                       match=r"unsupported element type i2 .*stablehlo\.constant at loc\("):
+                       match=r"unsupported element type f6E2M3FN .*stablehlo\.constant at loc\("):
         build(text)
     with pytest.raises(frontend.FrontendError,
-                       match=r"unsupported element type i2 .*signature of @main"):
-        build(const_module("dense<1>", "tensor<2xi2>"))
+                       match=r"unsupported element type f6E2M3FN .*signature of @main"):
+        build(const_module("dense<1.0>", "tensor<2xf6E2M3FN>"))
 
 
 # ---- errors --------------------------------------------------------------------
