@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import os
 import re
@@ -39,7 +38,6 @@ import re
 import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
-from jaxlib.mlir.dialects import stablehlo
 
 try:
     from jaxlib.mlir.dialects import sdy
@@ -58,10 +56,10 @@ LOCAL_PIPELINE = "builtin.module(sdy-convert-global-to-local,sdy-drop-sharding-a
 #     (convert_global_to_local.cc:2747, :2108);
 #   while, case, if: region types are not converted (pass error);
 #   dynamic_slice, dynamic_update_slice: sliced sizes are not localized;
-#   custom_call (but see _BATCH_TARGETS), rng ops, fft, select_and_scatter,
+#   custom_call (but see partition_batch.py), rng ops, fft, select_and_scatter,
 #   reverse, chlo.*: not verified.
-# pad and gather pass the screen but are checked after Shardy's export
-# (_check_pads_and_gathers): a pad only where no sharded dimension is padded,
+# pad, gather and scatter pass the screen but are checked after Shardy's
+# export (partition_checks.check_pads_gathers_scatters): a pad only where no sharded dimension is padded,
 # a gather only where its sharded dimensions are batch dimensions (the
 # jvp/vjp of batched linalg), since the converter aborts on others.
 _ELEMENTWISE = {
@@ -88,7 +86,7 @@ SHARDY_SAFE_OPS = frozenset(
     {"stablehlo." + n for n in _ELEMENTWISE | _STRUCTURAL}
     | {"func.return", "sdy.sharding_constraint", "sdy.reshard", "sdy.manual_computation",
        "sdy.sharding_group"})
-# Ops the screen lets through that _check_pads_and_gathers checks once their
+# Ops the screen lets through that partition_checks checks once their
 # shardings are known (after Shardy's export, before the converter).
 _CHECKED_AFTER_EXPORT = frozenset({"stablehlo.pad", "stablehlo.gather"})
 # Ops whose regions are scalar computations (not partitioned; not screened).
@@ -99,21 +97,6 @@ _SCALAR_BODY_OPS = {"stablehlo.reduce", "stablehlo.sort", "stablehlo.scatter",
 _REDUCER_BODIES = {"stablehlo.add", "stablehlo.maximum", "stablehlo.minimum",
                    "stablehlo.multiply", "stablehlo.and", "stablehlo.or"}
 _USER_TAG = "pjrtx.user_collective"
-_BATCH_TAG = "pjrtx.batch_call"
-# pjrtx's linalg custom calls: each works matrix by matrix over leading batch
-# dimensions that all its operands and results share (operand 0 has this
-# many trailing core dimensions), as XLA partitions its own linalg custom
-# calls (num_batch_dims). The frontend gives them a Shardy sharding rule
-# (batch factors shared, every core dimension replicated) and lets them on
-# the Shardy path.
-_BATCH_TARGETS = {
-    "pjrtx_eig": 2, "pjrtx_eigh": 2, "pjrtx_svd": 2, "pjrtx_schur": 2,
-    "pjrtx_hessenberg": 2, "pjrtx_tridiagonal": 2, "pjrtx_tridiagonal_solve": 1,
-    "pjrtx_geqp3": 2, "LuDecomposition": 2, "Qr": 2,
-    "ProductOfElementaryHouseholderReflectors": 2,
-}
-
-
 @dataclasses.dataclass(frozen=True)
 class ValueSharding:
     """How one argument or result is split over the mesh.
@@ -449,87 +432,10 @@ def _reduce_kind(op) -> str | None:
     return _op_name(body[0])
 
 
-def _factor_name(i: int) -> str:
-    # Shardy's factor names: i..z, then z_1, z_2, ...
-    return chr(ord("i") + i) if i < 18 else f"z_{i - 17}"
-
-
-def _batch_layout(o):
-    """-> (batch dims, static shapes of operands then results) for a custom
-    call of _BATCH_TARGETS whose operands and results share at least one
-    leading batch dimension; None otherwise."""
-    if _op_name(o) != "stablehlo.custom_call":
-        return None
-    core = _BATCH_TARGETS.get(ir.StringAttr(o.attributes["call_target_name"]).value)
-    values = [v.type for v in o.operands] + [r.type for r in o.results]
-    if core is None or not values or not all(
-            _is_ranked(t) and ir.RankedTensorType(t).has_static_shape for t in values):
-        return None
-    shapes = [list(ir.RankedTensorType(t).shape) for t in values]
-    nb = len(shapes[0]) - core
-    if nb < 1 or any(len(sh) < nb or sh[:nb] != shapes[0][:nb] for sh in shapes):
-        return None
-    return nb, shapes
-
-
-def _add_batch_rules(main, mesh_name: str) -> None:
-    """Readies each batched custom call for Shardy: a sdy.sharding_rule (the
-    batch dims are common factors, every other dim its own factor that
-    needs replication), and a sharding constraint on each operand that
-    keeps its batch dims open and replicates the rest (jaxlib 0.10.2's
-    explicit reshards ignore need_replication: an operand sharded along a
-    matrix dimension would reach the call as a slice). The global shapes go
-    in _BATCH_TAG for _check_batch_calls."""
-    for o in list(_walk(main)):
-        layout = _batch_layout(o)
-        if layout is None:
-            continue
-        nb, shapes = layout
-        sizes = list(shapes[0][:nb])
-        mapping, need = [], []
-        for sh in shapes:
-            names = [_factor_name(d) for d in range(nb)]
-            for d in sh[nb:]:
-                names.append(_factor_name(len(sizes)))
-                need.append(names[-1])
-                sizes.append(d)
-            mapping.append("[" + ", ".join(names) + "]")
-        nin = len(o.operands)
-        factors = ", ".join(f"{_factor_name(i)}={d}" for i, d in enumerate(sizes))
-        rule = (f"#sdy.op_sharding_rule<({', '.join(mapping[:nin])})->"
-                f"({', '.join(mapping[nin:])}) {{{factors}}}"
-                + (f" need_replication={{{', '.join(need)}}}" if need else "") + ">")
-        o.attributes["sdy.sharding_rule"] = ir.Attribute.parse(rule)
-        o.attributes[_BATCH_TAG] = ir.StringAttr.get(json.dumps(shapes))
-        for k, (v, sh) in enumerate(zip(list(o.operands), shapes)):
-            dims = ", ".join(["{?}"] * nb + ["{}"] * (len(sh) - nb))
-            with ir.InsertionPoint(o), o.location:
-                c = ir.Operation.create(
-                    "sdy.sharding_constraint", results=[v.type], operands=[v],
-                    attributes={"sharding": ir.Attribute.parse(
-                        f"#sdy.sharding<@{mesh_name}, [{dims}]>")})
-            o.operands[k] = c.result
-
-
-def _check_batch_calls(main) -> None:
-    """After localization each batched custom call must see whole matrices
-    (its global non-batch dims) and one batch block in all its operands and
-    results; otherwise the program takes the global path."""
-    for o in _walk(main):
-        if _BATCH_TAG not in o.attributes:
-            continue
-        glob = json.loads(ir.StringAttr(o.attributes[_BATCH_TAG]).value)
-        del o.attributes[_BATCH_TAG]
-        shapes = [list(ir.RankedTensorType(v.type).shape)
-                  for v in list(o.operands) + list(o.results)]
-        nb = len(glob[0]) - _BATCH_TARGETS[ir.StringAttr(o.attributes["call_target_name"]).value]
-        if any(sh[:nb] != shapes[0][:nb] or sh[nb:] != g[nb:] for sh, g in zip(shapes, glob)):
-            raise ShardyUnsafe(f"a batched custom call's operands and results disagree after "
-                               f"localization: {shapes} (global {glob})")
-
-
 def _screen(main, mesh_axis_names: set) -> tuple[list[str], list[str]]:
     """-> (unsafe ops outside manual computations, unsafe ops inside them)."""
+    from pjrtx.frontend.partition_batch import batch_layout  # it builds on this module
+
     outside, inside = [], []
 
     def visit(op, in_manual_full: bool, in_manual: bool):
@@ -555,7 +461,7 @@ def _screen(main, mesh_axis_names: set) -> tuple[list[str], list[str]]:
                                                 "stablehlo.all_to_all", "stablehlo.reduce_scatter",
                                                 "stablehlo.partition_id"):
                         pass
-                    elif name == "stablehlo.custom_call" and _batch_layout(o) is not None:
+                    elif name == "stablehlo.custom_call" and batch_layout(o) is not None:
                         pass
                     elif name not in SHARDY_SAFE_OPS and name not in _CHECKED_AFTER_EXPORT:
                         bad = name
@@ -595,253 +501,6 @@ def _tag_user_collectives(main):
             o.attributes[_USER_TAG] = ir.UnitAttr.get()
 
 
-def _check_partial_sums(main):
-    """sdy-convert-global-to-local CHECK-fails (aborting the process) on a
-    dot_general with a sharded contraction unless its one user is the
-    all_reduce of its partial sums (convert_global_to_local.cc:1700): a
-    reduce_scatter, or the partial sums read elsewhere too, abort. Such
-    programs take the global path."""
-    for o in _walk(main):
-        if _op_name(o) not in ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
-            continue
-        for r in o.results:
-            users = [_op_name(u.owner) for u in r.uses]
-            partial = any(u in ("sdy.all_reduce", "sdy.reduce_scatter") for u in users)
-            sharding = str(o.attributes["sdy.sharding"]) if "sdy.sharding" in o.attributes else ""
-            # (partition_unreduced wraps the dots it leaves unreduced in
-            # manual computations: one still marked unreduced was not)
-            if (partial or "unreduced" in sharding) and users != ["sdy.all_reduce"]:
-                raise ShardyUnsafe(f"{_op_name(o)} with a sharded contraction feeds {users} "
-                                   "(Shardy's converter aborts unless one all_reduce does)")
-
-
-def _check_divisible(main, meshes):
-    """sdy-convert-global-to-local aborts the process on a value whose
-    sharded dimension does not divide by its axes (jax allows such
-    intermediates, e.g. with_sharding_constraint on 113003 elements over 2
-    devices; XLA pads them). Such programs take the global path."""
-    sizes_of = {k: dict(_mesh_info(m, 0)[0]) for k, m in meshes.items()}
-    for o in _walk(main):
-        if "sdy.sharding" not in o.attributes:
-            continue
-        try:
-            per_value = sdy.TensorShardingPerValueAttr(o.attributes["sdy.sharding"]).shardings
-        except (ValueError, TypeError):
-            continue
-        for r, attr in zip(o.results, per_value):
-            mesh_name, vs, _ = _parse_sharding(attr, meshes)
-            if vs is None or mesh_name not in sizes_of:
-                continue
-            try:
-                shape = ir.RankedTensorType(r.type).shape
-            except (ValueError, TypeError):
-                continue
-            sizes = sizes_of[mesh_name]
-            for dim, axes in zip(shape, vs.dims):
-                n = math.prod(_axis_ref_size(a, sizes) for a in axes)
-                if n > 1 and dim % n:
-                    raise ShardyUnsafe(f"{_op_name(o)} shards a dimension of {dim} over {n} "
-                                       "devices (uneven; Shardy's converter aborts)")
-
-
-def _value_sharding_dims(v, main, meshes) -> tuple | None:
-    """The mesh axes of each dimension of value `v` after Shardy's export
-    (() per unsharded dimension); None when not known (a block argument other
-    than main's)."""
-    owner = v.owner
-    owner = getattr(owner, "operation", owner)
-    rank = ir.RankedTensorType(v.type).rank
-    if isinstance(owner, ir.Operation):
-        if "sdy.sharding" not in owner.attributes:
-            return ((),) * rank
-        per_value = sdy.TensorShardingPerValueAttr(owner.attributes["sdy.sharding"]).shardings
-        attr = per_value[ir.OpResult(v).result_number]
-    else:
-        arg = ir.BlockArgument(v)
-        if arg.owner != main.regions[0].blocks[0]:
-            return None
-        attrs = _func_attr_list(main, "arg_attrs", len(_func_type(main).inputs))[arg.arg_number]
-        if "sdy.sharding" not in attrs:
-            return ((),) * rank
-        attr = attrs["sdy.sharding"]
-    _, vs, _ = _parse_sharding(attr, meshes)
-    return vs.dims if vs is not None else ((),) * rank
-
-
-def _check_pads_and_gathers(main, meshes):
-    """The converter localizes a pad's amounts and a gather's slices as if
-    no sharded dimension were involved (and CHECK-fails on a gather over a
-    sharded dimension): such programs take the global path. Ops inside
-    manual computations are local already and not checked."""
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for o in block.operations:
-                    o = o.operation
-                    name = _op_name(o)
-                    if name == "sdy.manual_computation":
-                        continue
-                    if name == "stablehlo.pad":
-                        _check_pad(o, main, meshes)
-                    elif name == "stablehlo.gather":
-                        _check_gather(o, main, meshes)
-                    elif name == "stablehlo.scatter" and not _is_scatter_add(o):
-                        _check_scatter(o, main, meshes)
-                    visit(o)
-
-    visit(main)
-
-
-def _check_pad(o, main, meshes):
-    operand = _value_sharding_dims(o.operands[0], main, meshes)
-    result = _value_sharding_dims(o.results[0], main, meshes)
-    amounts = [list(ir.DenseI64ArrayAttr(o.attributes[k]))
-               for k in ("edge_padding_low", "edge_padding_high", "interior_padding")]
-    if operand is None or result is None:
-        raise ShardyUnsafe("stablehlo.pad of a value whose sharding is unknown")
-    for d, (a, b) in enumerate(zip(operand, result)):
-        if (a or b) and (a != b or any(x[d] for x in amounts)):
-            raise ShardyUnsafe(f"stablehlo.pad pads or reshards dimension {d}, which is sharded")
-
-
-def _check_gather(o, main, meshes):
-    dn = stablehlo.GatherDimensionNumbers(o.attributes["dimension_numbers"])
-    operand = _value_sharding_dims(o.operands[0], main, meshes)
-    indices = _value_sharding_dims(o.operands[1], main, meshes)
-    result = _value_sharding_dims(o.results[0], main, meshes)
-    if operand is None or indices is None or result is None:
-        raise ShardyUnsafe("stablehlo.gather of a value whose sharding is unknown")
-    op_batch = list(dn.operand_batching_dims)
-    ix_batch = list(dn.start_indices_batching_dims)
-    # result dims that are not offset dims are the indices' dims in order,
-    # without index_vector_dim
-    ix_dims = [d for d in range(len(indices)) if d != dn.index_vector_dim]
-    batch_dims = [d for d in range(len(result)) if d not in set(dn.offset_dims)]
-    # offset dims of the result are the operand dims neither collapsed nor
-    # batching, in order; one whose slice is the whole dim and that no index
-    # addresses passes through and may stay sharded (as its result dim is)
-    sizes = list(ir.RankedTensorType(o.operands[0].type).shape)
-    slice_sizes = list(ir.DenseI64ArrayAttr(o.attributes["slice_sizes"]))
-    kept = [d for d in range(len(operand))
-            if d not in set(dn.collapsed_slice_dims) and d not in op_batch]
-    passthrough = {d: r for d, r in zip(kept, dn.offset_dims)
-                   if slice_sizes[d] == sizes[d] and d not in set(dn.start_index_map)}
-    for d, axes in enumerate(operand):
-        if axes and d not in op_batch and (d not in passthrough or result[passthrough[d]] != axes):
-            raise ShardyUnsafe(f"stablehlo.gather over sharded operand dimension {d}")
-    for d, axes in enumerate(indices):
-        if axes and d not in ix_batch:
-            raise ShardyUnsafe(f"stablehlo.gather with sharded index dimension {d}")
-    for d, axes in enumerate(result):
-        if axes and d in set(dn.offset_dims) and d not in passthrough.values():
-            raise ShardyUnsafe(f"stablehlo.gather with sharded offset dimension {d}")
-    for ob, ib in zip(op_batch, ix_batch):
-        rd = batch_dims[ix_dims.index(ib)]
-        if not (operand[ob] == indices[ib] == result[rd]):
-            raise ShardyUnsafe("stablehlo.gather whose batch dimensions are sharded differently")
-    for ib in (d for d in ix_dims if d not in ix_batch):
-        if result[batch_dims[ix_dims.index(ib)]]:
-            raise ShardyUnsafe("stablehlo.gather with a sharded non-batch result dimension")
-
-
-def _is_scatter_add(o) -> bool:
-    body = list(o.regions[0].blocks[0].operations)
-    return len(body) == 2 and _op_name(body[0]) == "stablehlo.add"
-
-
-def _check_scatter(o, main, meshes):
-    """A single-operand scatter-add partitions wherever its operands are
-    sharded; any other body only where each sharded dimension is a batch
-    dimension or a whole window dimension no index addresses."""
-    dn = stablehlo.ScatterDimensionNumbers(o.attributes["scatter_dimension_numbers"])
-    operand = _value_sharding_dims(o.operands[0], main, meshes)
-    indices = _value_sharding_dims(o.operands[1], main, meshes)
-    updates = _value_sharding_dims(o.operands[2], main, meshes)
-    result = _value_sharding_dims(o.results[0], main, meshes)
-    if None in (operand, indices, updates, result):
-        raise ShardyUnsafe("stablehlo.scatter of a value whose sharding is unknown")
-    if operand != result:
-        raise ShardyUnsafe("stablehlo.scatter whose operand and result are sharded differently")
-    op_batch = list(dn.input_batching_dims)
-    ix_batch = list(dn.scatter_indices_batching_dims)
-    sizes = list(ir.RankedTensorType(o.operands[0].type).shape)
-    up_sizes = list(ir.RankedTensorType(o.operands[2].type).shape)
-    window = list(dn.update_window_dims)
-    kept = [d for d in range(len(operand))
-            if d not in set(dn.inserted_window_dims) and d not in op_batch]
-    passthrough = {d: u for d, u in zip(kept, window)
-                   if up_sizes[u] == sizes[d] and d not in set(dn.scattered_dims_to_operand_dims)}
-    ix_dims = [d for d in range(len(indices)) if d != dn.index_vector_dim]
-    scatter_dims = [d for d in range(len(updates)) if d not in set(window)]
-    for d, axes in enumerate(operand):
-        if axes and d not in op_batch and (d not in passthrough or updates[passthrough[d]] != axes):
-            raise ShardyUnsafe(f"stablehlo.scatter into sharded operand dimension {d}")
-    for d, axes in enumerate(indices):
-        if axes and d not in ix_batch:
-            raise ShardyUnsafe(f"stablehlo.scatter with sharded index dimension {d}")
-    for d, axes in enumerate(updates):
-        if axes and d in set(window) and d not in passthrough.values():
-            raise ShardyUnsafe(f"stablehlo.scatter with sharded window dimension {d}")
-    for ob, ib in zip(op_batch, ix_batch):
-        if not (operand[ob] == indices[ib] == updates[scatter_dims[ix_dims.index(ib)]]):
-            raise ShardyUnsafe("stablehlo.scatter whose batch dimensions are sharded differently")
-    for ib in (d for d in ix_dims if d not in ix_batch):
-        if updates[scatter_dims[ix_dims.index(ib)]]:
-            raise ShardyUnsafe("stablehlo.scatter with a sharded non-batch update dimension")
-
-
-def _check_inserted_collectives(main):
-    for o in _walk(main):
-        name = _op_name(o)
-        if name in _COLLECTIVES and _USER_TAG not in o.attributes \
-                and name not in _SHARDY_COLLECTIVES_OK:
-            raise ShardyUnsafe(f"Shardy inserted a {name} (not verified to reshard correctly)")
-
-
-def _fix_all_reduce_bodies(main, sums_of_unreduced: bool = False) -> None:
-    """Shardy 0.10.2 gives every all_reduce it inserts an add body. Set it to
-    the reduce it follows; refuse any all_reduce whose origin is unclear
-    (unless the program sums unreduced values, whose all_reduces
-    partition_unreduced checked before the converter ran)."""
-    for o in list(_walk(main)):
-        if _op_name(o) != "stablehlo.all_reduce":
-            continue
-        if _USER_TAG in o.attributes:
-            continue
-        kinds = set()
-        for v in o.operands:
-            owner = v.owner
-            owner = getattr(owner, "operation", owner)  # an OpView, or a Block for block args
-            owner_name = owner.name if isinstance(owner, ir.Operation) else None
-            if owner_name == "stablehlo.reduce":
-                kind = _reduce_kind(owner)
-                if kind is None:
-                    raise ShardyUnsafe("all_reduce after a reduce with an unknown body")
-                kinds.add(kind)
-            elif owner_name in ("stablehlo.dot_general", "stablehlo.convolution"):
-                kinds.add("stablehlo.add")
-            elif sums_of_unreduced:
-                kinds.add("stablehlo.add")
-            else:
-                raise ShardyUnsafe(f"Shardy inserted an all_reduce after {owner_name}; "
-                                   "its reduction kind is not known")
-        if len(kinds) != 1:
-            raise ShardyUnsafe("an all_reduce combines reductions of different kinds")
-        kind = kinds.pop()
-        block = o.regions[0].blocks[0]
-        body = list(block.operations)
-        if len(body) != 2 or _op_name(body[0]) != "stablehlo.add":
-            raise ShardyUnsafe("an inserted all_reduce has an unexpected body")
-        if kind == "stablehlo.add":
-            continue
-        old = body[0]
-        new = ir.Operation.create(kind, results=[old.result.type],
-                                  operands=list(old.operands), loc=old.location,
-                                  ip=ir.InsertionPoint(old))
-        old.result.replace_all_uses_with(new.result)
-        old.erase()
-
-
 def _close_unannotated_args(main, mesh_name: str):
     """Arguments JAX sent without a sharding hold the whole value on every
     device: pin them replicated so propagation cannot shard them."""
@@ -862,6 +521,13 @@ def _close_unannotated_args(main, mesh_name: str):
 
 
 def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
+    # These build on this module.
+    from pjrtx.frontend import partition_unreduced
+    from pjrtx.frontend.partition_batch import add_batch_rules, check_batch_calls
+    from pjrtx.frontend.partition_checks import (
+        check_divisible, check_inserted_collectives, check_pads_gathers_scatters,
+        check_partial_sums, fix_all_reduce_bodies,
+    )
     main = _main(module)
     # A mesh without axes (JAX's @empty_mesh for scalars outside a
     # shard_map) only says "replicated"; Shardy reads it as such.
@@ -872,18 +538,17 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
     axes, ids = _mesh_info(mesh_attr, n)
     _close_unannotated_args(main, mesh_name)
     _tag_user_collectives(main)
-    _add_batch_rules(main, mesh_name)
+    add_batch_rules(main, mesh_name)
     passmanager.PassManager.parse(SHARDY_PIPELINE).run(module.operation)
     main = _main(module)
-    from pjrtx.frontend import partition_unreduced  # it builds on this module
 
     sums_of_unreduced = 0
     if partition_unreduced.has_unreduced(main):
         sums_of_unreduced = partition_unreduced.lower_unreduced(
             main, meshes, mesh_name, axes, ids, n)
-    _check_partial_sums(main)
-    _check_divisible(main, meshes)
-    _check_pads_and_gathers(main, meshes)
+    check_partial_sums(main)
+    check_divisible(main, meshes)
+    check_pads_gathers_scatters(main, meshes)
     args, _, _ = _read_shardings(main, meshes, "arg")
     results, _, _ = _read_shardings(main, meshes, "result")
     passmanager.PassManager.parse(LOCAL_PIPELINE).run(module.operation)
@@ -891,9 +556,9 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
     left = sorted({_op_name(o) for o in _walk(module.operation) if _op_name(o).startswith("sdy.")})
     if left:
         raise ShardyUnsafe(f"sdy ops remain after the pipeline: {left}")
-    _check_inserted_collectives(main)
-    _check_batch_calls(main)
-    _fix_all_reduce_bodies(main, sums_of_unreduced > 0)
+    check_inserted_collectives(main)
+    check_batch_calls(main)
+    fix_all_reduce_bodies(main, sums_of_unreduced > 0)
     for o in _walk(main):
         if _USER_TAG in o.attributes:
             del o.attributes[_USER_TAG]
@@ -935,21 +600,11 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
     meshes = _meshes(module) if sdy is not None else {}
     inline_calls(module)
     main = _main(module)
-    from pjrtx.frontend import partition_custom  # it builds on this module
+    # Python callbacks XLA's SPMD partitioner would make (custom_partitioning,
+    # inspect_array_sharding); partition_custom builds on this module.
+    from pjrtx.frontend import partition_custom
 
-    if partition_custom.has_custom_partitioning(main):
-        # the user's partition callback, as XLA's SPMD partitioner calls it:
-        # a fully manual computation from here on
-        try:
-            partition_custom.expand(module, n)
-        except ShardyUnsafe as e:
-            raise ValueError(f"pjrtx: jax.experimental.custom_partitioning: {e}") from None
-        main = _main(module)
-    if partition_custom.has_inspect_sharding(main):
-        try:
-            partition_custom.run_inspect_sharding(module, n)
-        except ShardyUnsafe as e:
-            raise ValueError(f"pjrtx: jax.debug.inspect_array_sharding: {e}") from None
+    if partition_custom.run_partitioner_callbacks(module, n):
         main = _main(module)
 
     if force == "global":

@@ -24,9 +24,9 @@ from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
 
 from pjrtx.frontend.partition import (
-    ShardyUnsafe, _main, _meshes, _mesh_info, _op_name, _parse_sharding, _walk, inline_calls,
-    sdy,
+    ShardyUnsafe, _main, _meshes, _mesh_info, _op_name, _walk, inline_calls,
 )
+from pjrtx.frontend.partition_checks import value_sharding
 
 TARGET = "CustomSPMDPartitioning"
 _counter = itertools.count()
@@ -41,12 +41,19 @@ def _calls(main, target=TARGET) -> list:
             and ir.StringAttr(o.attributes["call_target_name"]).value == target]
 
 
-def has_custom_partitioning(main) -> bool:
-    return bool(_calls(main))
-
-
-def has_inspect_sharding(main) -> bool:
-    return bool(_calls(main, INSPECT_TARGET))
+def run_partitioner_callbacks(module, n: int) -> int:
+    """Expands custom_partitioning calls, then runs inspect_array_sharding
+    callbacks; returns how many calls it replaced. A program pjrtx cannot
+    treat so raises ValueError naming the feature (neither path can run
+    the calls themselves)."""
+    done = 0
+    for fn, what in ((expand, "jax.experimental.custom_partitioning"),
+                     (run_inspect_sharding, "jax.debug.inspect_array_sharding")):
+        try:
+            done += fn(module, n)
+        except ShardyUnsafe as e:
+            raise ValueError(f"pjrtx: {what}: {e}") from None
+    return done
 
 
 def _in_manual(o) -> bool:
@@ -81,37 +88,17 @@ def run_inspect_sharding(module, n: int) -> int:
     return len(calls)
 
 
-def _spec_of(attr, meshes):
-    """PartitionSpec entries of a propagated sdy sharding (None: replicated)."""
-    if attr is None:
+def _spec_of(sharding):
+    """Dims of a propagated (dims, unreduced) sharding for a PartitionSpec;
+    None: replicated or unknown."""
+    if sharding is None:
         return None
-    _, vs, unr = _parse_sharding(attr, meshes)
-    if unr:
+    dims, unreduced = sharding
+    if unreduced:
         raise ShardyUnsafe("custom_partitioning of an unreduced value")
-    if vs is None:
-        return None
-    if any(":" in a for d in vs.dims for a in d):
+    if any(":" in a for d in dims for a in d):
         raise ShardyUnsafe("custom_partitioning of a value split over sub-axes")
-    return vs.dims
-
-
-def _value_attr(v, main):
-    owner = v.owner
-    owner = getattr(owner, "operation", owner)
-    if isinstance(owner, ir.Operation):
-        if owner.name == "sdy.manual_computation":
-            return sdy.TensorShardingPerValueAttr(owner.attributes["out_shardings"]).shardings[
-                ir.OpResult(v).result_number]
-        if "sdy.sharding" in owner.attributes:
-            return sdy.TensorShardingPerValueAttr(owner.attributes["sdy.sharding"]).shardings[
-                ir.OpResult(v).result_number]
-        return None
-    arg = ir.BlockArgument(v)
-    if arg.owner != main.regions[0].blocks[0]:
-        return None
-    from pjrtx.frontend.partition import _func_attr_list, _func_type
-    d = _func_attr_list(main, "arg_attrs", len(_func_type(main).inputs))[arg.arg_number]
-    return d["sdy.sharding"] if "sdy.sharding" in d else None
+    return dims if any(dims) else None
 
 
 def _propagated(module, n, target=TARGET) -> list:
@@ -123,10 +110,8 @@ def _propagated(module, n, target=TARGET) -> list:
     meshes = _meshes(work)
     out = []
     for o in _calls(main, target):
-        ins = [_spec_of(_value_attr(v, main), meshes) for v in o.operands]
-        res_attrs = (sdy.TensorShardingPerValueAttr(o.attributes["sdy.sharding"]).shardings
-                     if "sdy.sharding" in o.attributes else [None] * len(o.results))
-        outs = [_spec_of(a, meshes) for a in res_attrs]
+        ins = [_spec_of(value_sharding(v, main, meshes)) for v in o.operands]
+        outs = [_spec_of(value_sharding(r, main, meshes)) for r in o.results]
         out.append((ins, outs))
     return out
 

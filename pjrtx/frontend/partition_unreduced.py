@@ -30,9 +30,11 @@ import re
 from jaxlib.mlir import ir
 
 from pjrtx.frontend.partition import (
-    ShardyUnsafe, _attr_names, _axis_ref_size, _coords_of_partition, _dim_index, _func_attr_list,
-    _func_type, _is_ranked, _op_name, _parse_sharding, sdy,
+    ShardyUnsafe, _attr_names, _axis_ref_size, _coords_of_partition, _dim_index, _is_ranked,
+    _op_name,
 )
+from pjrtx.frontend.partition_checks import value_sharding
+from pjrtx.frontend.partition_global import _zero_text
 
 # Ops that are linear in each operand that carries the unreduced axes (the
 # others must be whole along them); a sum of partial values goes through.
@@ -73,31 +75,8 @@ class _Lowering:
 
     # ------------------------------------------------------------ shardings
     def sharding(self, v) -> _Sharding | None:
-        rank = ir.RankedTensorType(v.type).rank if _is_ranked(v.type) else 0
-        owner = v.owner
-        owner = getattr(owner, "operation", owner)
-        attr = None
-        if isinstance(owner, ir.Operation):
-            if owner.name == "sdy.manual_computation":
-                per_value = sdy.TensorShardingPerValueAttr(owner.attributes["out_shardings"])
-                attr = per_value.shardings[ir.OpResult(v).result_number]
-            elif "out_sharding" in owner.attributes:  # sdy's collectives
-                attr = owner.attributes["out_sharding"]
-            elif "sdy.sharding" in owner.attributes:
-                per_value = sdy.TensorShardingPerValueAttr(owner.attributes["sdy.sharding"])
-                attr = per_value.shardings[ir.OpResult(v).result_number]
-        else:
-            arg = ir.BlockArgument(v)
-            if arg.owner != self.main.regions[0].blocks[0]:
-                return None
-            d = _func_attr_list(self.main, "arg_attrs", len(_func_type(self.main).inputs))[arg.arg_number]
-            attr = d["sdy.sharding"] if "sdy.sharding" in d else None
-        if attr is None:
-            return _Sharding(self.mesh_name, ((),) * rank, frozenset())
-        _, vs, _ = _parse_sharding(attr, self.meshes)
-        if vs is None:
-            return _Sharding(self.mesh_name, ((),) * rank, frozenset())
-        return _Sharding(self.mesh_name, vs.dims, frozenset(vs.unreduced))
+        s = value_sharding(v, self.main, self.meshes)
+        return None if s is None else _Sharding(self.mesh_name, s[0], frozenset(s[1]))
 
     def unreduced(self, v) -> frozenset:
         s = self.sharding(v)
@@ -445,17 +424,6 @@ def _after(o):
 def _is_float_type(t) -> bool:
     et = str(ir.RankedTensorType(t).element_type)
     return et.startswith(("f", "bf", "complex"))
-
-
-def _zero_text(element_type) -> str:
-    t = str(element_type)
-    if t == "i1":
-        return "false"
-    if t.startswith("complex"):
-        return "(0.000000e+00,0.000000e+00)"
-    if t.startswith(("i", "ui", "si")):
-        return "0"
-    return "0.000000e+00"
 
 
 def has_unreduced(main) -> bool:
