@@ -186,9 +186,9 @@ def _np_dtype(et):
     raise ShardyUnsafe(f"custom_partitioning: unknown element type {et}")
 
 
-def _rename(text: str, prefix: str) -> tuple[str, list]:
-    """The body module's functions with `prefix` on every symbol; -> (text of
-    its func.func ops, [renamed main's name])."""
+def _rename(text: str, prefix: str) -> str:
+    """The body module's text with `prefix` on every function's symbol (its
+    @main becomes @{prefix}main), so its functions can join the program."""
     names = re.findall(r"func\.func (?:public |private )?@([\w$.]+)", text)
     for name in sorted(set(names), key=len, reverse=True):
         text = re.sub(r"@%s\b" % re.escape(name), f"@{prefix}{name}", text)
