@@ -720,6 +720,21 @@ def _(devs, x):
         return jax.jit(lambda a: (a * 2, jnp.sum(a, axis=1), a.T))(put(x, m, "x", "y"))
 
 
+@program("jit_numpy_arg_sharding_chosen_x4", ints(8, 3))
+def _(devs, x):
+    # a NumPy argument's sharding is left to the compiler
+    # (allow_spmd_sharding_propagation_to_parameters): propagation shards it
+    # as the constraint on its use, JAX transfers it that way, and shard_alike
+    # returns it as it arrived
+    from jax.experimental.shard_alike import shard_alike
+    s = ns(mesh(devs, (4,), ("x",)), "x")
+
+    def f(a):
+        b = lax.with_sharding_constraint(a, s)
+        return shard_alike(a, b * 2)
+    return jax.jit(f)(x)
+
+
 @program("jit_2d_mesh_replicated_dims", normal(8, 8), terms=2)
 def _(devs, x):
     # operands sharded only on x, only on y, and not at all, in one program

@@ -192,8 +192,9 @@ struct ProtoReader {
 // The devices a compile is for, from a serialized CompileOptionsProto:
 // executable_build_options (3) { num_replicas (4), num_partitions (5),
 // device_assignment (9) { replica_count (1), computation_count (2),
-// computation_devices (3) { replica_device_ids (1) } } }. Logical device
-// (r, p) runs on computation_devices[p].replica_device_ids[r].
+// computation_devices (3) { replica_device_ids (1) } },
+// allow_spmd_sharding_propagation_to_parameters (18, repeated bool) }.
+// Logical device (r, p) runs on computation_devices[p].replica_device_ids[r].
 runtime::DeviceAssignment read_compile_options(const char* data, size_t size, const char* fn) {
   runtime::DeviceAssignment a;
   if (data == nullptr || size == 0) return a;
@@ -210,6 +211,12 @@ runtime::DeviceAssignment read_compile_options(const char* data, size_t size, co
     ok(build.fields([&](int f, int w, uint64_t v, const uint8_t* b2, const uint8_t* e2) {
       if (w == 0 && f == 4) replicas = v;
       if (w == 0 && f == 5) partitions = v;
+      if (f == 18 && w == 0) a.open_params.push_back(v != 0);
+      if (f == 18 && w == 2) {  // packed
+        ProtoReader packed{b2, e2};
+        uint64_t x;
+        while (packed.p < packed.end && packed.varint(x)) a.open_params.push_back(x != 0);
+      }
       if (w != 2 || f != 9) return;
       has_assignment = true;
       ProtoReader da{b2, e2};
@@ -236,6 +243,9 @@ runtime::DeviceAssignment read_compile_options(const char* data, size_t size, co
     invalid_argument(fn, ": num_replicas=", replicas, ", num_partitions=", partitions);
   a.num_replicas = static_cast<int>(replicas);
   a.num_partitions = static_cast<int>(partitions);
+  // Only a partitioned program has argument shardings to choose; on one
+  // partition the flags would only split the compile cache.
+  if (partitions == 1) a.open_params.clear();
   if (!has_assignment) return a;  // the client picks the default devices
   if (da_replicas != replicas || da_computations != partitions ||
       computations.size() != partitions)

@@ -15,15 +15,17 @@ namespace pjrtx::python {
 namespace {
 
 compiler::Plan run_frontend(std::string_view code, std::string_view format,
-                            std::string* mlir_text) {
+                            const std::vector<bool>& open_params, std::string* mlir_text) {
   if (!Py_IsInitialized())
     failed_precondition("pjrtx: compile after the Python interpreter shut down");
   nb::gil_scoped_acquire gil;
   try {
     nb::object build = nb::module_::import_("pjrtx.frontend").attr("build_plan");
+    nb::list open;
+    for (bool b : open_params) open.append(nb::bool_(b));
     nb::tuple r = nb::cast<nb::tuple>(build(nb::bytes(code.data(), code.size()),
                                             nb::str(format.data(), format.size()),
-                                            mlir_text != nullptr));
+                                            mlir_text != nullptr, nb::tuple(open)));
     compiler::Plan& plan = nb::cast<compiler::Plan&>(r[0]);
     if (mlir_text != nullptr && !r[1].is_none()) *mlir_text = nb::cast<std::string>(r[1]);
     return std::move(plan);

@@ -237,7 +237,11 @@ DeviceAssignment Client::default_assignment(int num_replicas, int num_partitions
 
 DeviceAssignment Client::checked(DeviceAssignment a) const {
   if (a.device_ids.empty()) {
-    if (a.num_devices() != 1) return default_assignment(a.num_replicas, a.num_partitions);
+    if (a.num_devices() != 1) {
+      DeviceAssignment d = default_assignment(a.num_replicas, a.num_partitions);
+      d.open_params = std::move(a.open_params);
+      return d;
+    }
     a.device_ids = {local_ptrs_.front()->id()};
   }
   if (static_cast<int>(a.device_ids.size()) != a.num_devices())
@@ -428,6 +432,9 @@ std::string Client::cache_key(std::string_view kind, std::string_view format,
   h.update_field(std::to_string(assignment.num_replicas) + "x" +
                  std::to_string(assignment.num_partitions));
   for (int id : assignment.device_ids) h.update_field(std::to_string(id));
+  std::string open;
+  for (bool b : assignment.open_params) open.push_back(b ? '1' : '0');
+  h.update_field(open);
   h.update_field(lower_options_.gpu ? "gpu" : "cpu");
   h.update_field(lower_options_.f64_error ? "f64=error" : "f64=cpu");
   for (const EnvVar& v : env_vars()) h.update_field(v.name).update_field(env_string(v.name));
@@ -527,7 +534,7 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
     {
       ProfileScope phase("compile", "frontend (parse, plan)");
       plan = std::make_shared<const compiler::Plan>(
-          fn(code, format, dump_dir.empty() ? nullptr : &mlir_text));
+          fn(code, format, assignment.open_params, dump_dir.empty() ? nullptr : &mlir_text));
     }
     count_frontend_run();
     if (!dump_dir.empty()) dump(dump_dir, *plan, mlir_text);

@@ -85,9 +85,10 @@ class Device {
 };
 
 // Turns program bytes into a plan. Set by the Python module (it runs the
-// frontend under the GIL). mlir_text, when not null, receives the module's
-// text for PJRTX_DUMP_DIR.
+// frontend under the GIL). open_params is DeviceAssignment::open_params.
+// mlir_text, when not null, receives the module's text for PJRTX_DUMP_DIR.
 using FrontendFn = std::function<compiler::Plan(std::string_view code, std::string_view format,
+                                                const std::vector<bool>& open_params,
                                                 std::string* mlir_text)>;
 void set_frontend(FrontendFn fn);
 

@@ -33,6 +33,11 @@ namespace pjrtx::runtime {
 struct DeviceAssignment {
   int num_replicas = 1, num_partitions = 1;
   std::vector<int> device_ids;  // num_replicas * num_partitions ids
+  // allow_spmd_sharding_propagation_to_parameters: the arguments whose
+  // sharding the compile may choose (JAX leaves a NumPy input open). One
+  // entry means all; empty means none. The frontend reads it, so it is
+  // part of the compile cache key, not of the device comparison below.
+  std::vector<bool> open_params;
   int num_devices() const { return num_replicas * num_partitions; }
   bool operator==(const DeviceAssignment& o) const {
     return num_replicas == o.num_replicas && num_partitions == o.num_partitions &&

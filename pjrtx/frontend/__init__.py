@@ -29,11 +29,12 @@ def _num_partitions(module) -> int:
     return ir.IntegerAttr(attrs["mhlo.num_partitions"]).value
 
 
-def _partition(module, ext):
+def _partition(module, ext, open_params=()):
     """A program for several devices (mhlo.num_partitions > 1) becomes the
     program each device runs (pjrtx/frontend/partition.py); returns the
     serialized xla.OpSharding of each entry argument and result, which the
-    executable reports to JAX, or None on one device."""
+    executable reports to JAX, or None on one device. `open_params` are the
+    compile options' allow_spmd_sharding_propagation_to_parameters."""
     n = _num_partitions(module)
     if n <= 1:
         return None
@@ -41,7 +42,7 @@ def _partition(module, ext):
 
     from pjrtx.frontend.partition import _main, localize, op_sharding_proto
 
-    info = localize(module, n)
+    info = localize(module, n, open_params=open_params)
     if ext.trace_enabled():
         name = module.operation.attributes["sym_name"] if "sym_name" in module.operation.attributes else ""
         why = f" ({info.reason})" if info.reason else ""
@@ -60,8 +61,10 @@ def _partition(module, ext):
     return args, results
 
 
-def build_plan(code: bytes, format: str = "mlir", want_text: bool = False):
-    """Returns (Plan, module text or None)."""
+def build_plan(code: bytes, format: str = "mlir", want_text: bool = False,
+               open_params: tuple = ()):
+    """Returns (Plan, module text or None). `open_params`: which entry
+    arguments' shardings the partitioner may choose (one entry: all)."""
     from pjrtx._contract import load_extension
     from pjrtx.frontend.walker import build_plan_from_module
 
@@ -74,7 +77,7 @@ def build_plan(code: bytes, format: str = "mlir", want_text: bool = False):
             ext.profile_event("compile", "parse StableHLO", t0, t1 - t0)
         text = str(module) if want_text else None
         t2 = ext.profile_now_us() if prof else 0
-        shardings = _partition(module, ext)
+        shardings = _partition(module, ext, open_params)
         if shardings is not None:
             if prof:
                 t3 = ext.profile_now_us()

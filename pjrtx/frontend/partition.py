@@ -501,16 +501,30 @@ def _tag_user_collectives(main):
             o.attributes[_USER_TAG] = ir.UnitAttr.get()
 
 
-def _close_unannotated_args(main, mesh_name: str):
+def _open_args(open_params, nargs: int) -> list:
+    """The compile options' allow_spmd_sharding_propagation_to_parameters, one
+    flag per argument: XLA reads a single entry as all of them, and any other
+    length as none (JAX sends one per argument, ordered-effect tokens first)."""
+    flags = [bool(b) for b in open_params]
+    if len(flags) == 1:
+        return flags * nargs
+    return flags if len(flags) == nargs else [False] * nargs
+
+
+def _close_unannotated_args(main, mesh_name: str, open_params=()):
     """Arguments JAX sent without a sharding hold the whole value on every
-    device: pin them replicated so propagation cannot shard them."""
+    device: pin them replicated so propagation cannot shard them, unless the
+    compile options leave that argument's sharding to the compiler (a NumPy
+    input to jit); then Shardy's propagation chooses it, JAX reads the choice
+    back (Shardings extension) and transfers the argument that way."""
     ftype = _func_type(main)
     attrs = _func_attr_list(main, "arg_attrs", len(ftype.inputs))
+    opened = _open_args(open_params, len(ftype.inputs))
     changed = False
     new = []
-    for t, d in zip(ftype.inputs, attrs):
+    for t, d, is_open in zip(ftype.inputs, attrs, opened):
         entries = {d[i].name: d[i].attr for i in range(len(d))}
-        if "sdy.sharding" not in entries and _is_ranked(t):
+        if "sdy.sharding" not in entries and _is_ranked(t) and not is_open:
             rank = ir.RankedTensorType(t).rank
             entries["sdy.sharding"] = ir.Attribute.parse(
                 "#sdy.sharding<@%s, [%s]>" % (mesh_name, ", ".join(["{}"] * rank)))
@@ -520,7 +534,7 @@ def _close_unannotated_args(main, mesh_name: str):
         main.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
-def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
+def _localize_shardy(module, n: int, meshes: dict, open_params=()) -> PartitionInfo:
     # These build on this module.
     from pjrtx.frontend import partition_unreduced
     from pjrtx.frontend.partition_batch import add_batch_rules, check_batch_calls
@@ -536,7 +550,7 @@ def _localize_shardy(module, n: int, meshes: dict) -> PartitionInfo:
         raise ShardyUnsafe(f"{len(real)} meshes with axes in the module")
     mesh_name, mesh_attr = next(iter(real.items()))
     axes, ids = _mesh_info(mesh_attr, n)
-    _close_unannotated_args(main, mesh_name)
+    _close_unannotated_args(main, mesh_name, open_params)
     _tag_user_collectives(main)
     add_batch_rules(main, mesh_name)
     passmanager.PassManager.parse(SHARDY_PIPELINE).run(module.operation)
@@ -573,9 +587,14 @@ def _localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo
     return partition_global.localize_global(module, n, meshes, reason)
 
 
-def localize(module, num_partitions: int, *, force: str | None = None) -> PartitionInfo:
+def localize(module, num_partitions: int, *, force: str | None = None,
+             open_params=()) -> PartitionInfo:
     """Rewrites `module` (an ir.Module, inside its context) in place into the
     program each of `num_partitions` devices runs, and says how.
+
+    `open_params` (allow_spmd_sharding_propagation_to_parameters) names the
+    unannotated arguments whose sharding propagation may choose; the others
+    stay replicated.
 
     `force` ("shardy" or "global"; also PJRTX_PARTITION) skips the screen:
     for tests and experiments only, since an unscreened module can abort the
@@ -624,7 +643,7 @@ def localize(module, num_partitions: int, *, force: str | None = None) -> Partit
     # Shardy runs on a copy: a failing pass leaves its module half rewritten.
     work = ir.Module.parse(str(module))
     try:
-        info = _localize_shardy(work, n, _meshes(work))
+        info = _localize_shardy(work, n, _meshes(work), open_params)
     except (ShardyUnsafe, ir.MLIRError) as e:
         module_meshes = _meshes(module)
         return _localize_global(module, n, module_meshes, f"Shardy failed: {str(e)[:500]}")
