@@ -59,7 +59,8 @@ def loop_runs(f, *args, **kw):
     before = _pjrtx.loop_stats()
     assert_same(f, *args, **kw)  # converts to NumPy, so the run has finished
     after = _pjrtx.loop_stats()
-    return {k: after[k] - before[k] for k in after}
+    # which iterations had host-folded index arithmetic: test_host_fold_*
+    return {k: after[k] - before[k] for k in after if k != "folded_iterations"}
 
 
 def counted(runs, iterations):
@@ -288,3 +289,94 @@ def test_condition_with_more_than_a_compare_is_general():
     after = _pjrtx.loop_stats()
     assert after["general_runs"] - before["general_runs"] == 1
     assert after["counted_runs"] == before["counted_runs"]
+
+
+# ---------------------------------------------------------------------------
+# Host-folded index arithmetic (ops/host_fold.h): in a counted loop's traced
+# blocks, scalar integer work on induction variables and constants is
+# computed on the host, exactly as StableHLO defines it, and its
+# instructions are skipped. Each op below runs on values that reach its edge
+# cases (wrap, division by zero, INT_MIN / -1, shift counts past the width,
+# narrowing converts); every result lands in an integer buffer, so pjrtx must
+# equal XLA:CPU exactly, and the loop must have run folded.
+
+def _index_ops(i):
+    """Integer scalars computed from the counter i (int32) alone."""
+    zero = i * 0
+    imin = jnp.int32(np.iinfo(np.int32).min) + zero
+    u = (-i).astype(jnp.uint32) * jnp.uint32(2654435761)  # wraps
+    b = (i * 37).astype(jnp.int8)                           # narrows
+    sh = i % 40                                             # counts past 32
+    vals = [
+        i % 64, (i * 7919) % 4096, (-i) % 7, (-i) // 4, lax.rem(-i, 7), lax.div(-i, 4),
+        lax.div(i, zero), lax.rem(i, zero), lax.div(imin, zero - 1), lax.rem(imin, zero - 1),
+        lax.div(u, jnp.uint32(0) + zero.astype(jnp.uint32)).astype(jnp.int32),
+        (u % jnp.uint32(1000)).astype(jnp.int32), (u // jnp.uint32(3)).astype(jnp.int32),
+        b.astype(jnp.int32), (b * b).astype(jnp.int32), lax.div(b, jnp.int8(-3)).astype(jnp.int32),
+        lax.shift_left(i, sh), lax.shift_right_logical(-i, sh), lax.shift_right_arithmetic(-i, sh),
+        lax.shift_right_arithmetic(u, sh.astype(jnp.uint32)).astype(jnp.int32),
+        lax.shift_left(b, (i % 10).astype(jnp.int8)).astype(jnp.int32),
+        jnp.where(i % 3 == 0, i, -i), lax.clamp(-5, i - 10, 5), jnp.minimum(i, 7 - i),
+        jnp.maximum(u, jnp.uint32(7)).astype(jnp.int32), jnp.abs(imin + i), -(imin + i % 2),
+        ~i, i ^ 0x5a5a, i & 12, i | 3, (i > 5).astype(jnp.int32) + (u < jnp.uint32(2**31)),
+        jnp.logical_xor(i % 2 == 0, i % 3 == 0).astype(jnp.int32),
+        jnp.logical_not(i == 3).astype(jnp.int32), (i * 65537 * 65537),
+    ]
+    return jnp.stack([v.astype(jnp.int32) for v in vals])
+
+
+def _folded_loop(n, static=True):
+    k = len(_index_ops(jnp.int32(0)))
+
+    def f(buf, hi):
+        def body(i, buf):
+            return buf.at[i % buf.shape[0]].set(_index_ops(i) + buf[(i * 3) % buf.shape[0]])
+        return lax.fori_loop(0, n if static else hi, body, buf)
+    return f, np.zeros((16, k), np.int32)
+
+
+def folded_runs(f, *args):
+    before = _pjrtx.loop_stats()
+    assert_same(f, *args)
+    return _pjrtx.loop_stats()["folded_iterations"] - before["folded_iterations"]
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_host_fold_matches_xla_exactly(static):
+    f, buf = _folded_loop(100, static)
+    # 100 iterations: the first 2 eager (folding needs the traced blocks),
+    # then blocks of 16 while 16 are left, the rest one by one.
+    assert folded_runs(f, buf, np.int32(100)) == 96
+
+
+@pytest.mark.parametrize("lo", [2**31 - 40, -(2**31)])
+def test_host_fold_counter_at_the_type_edges(lo):
+    # i * 7919, -i and i + 10 wrap here; the counter itself does not.
+    def f(buf):
+        def body(i, buf):
+            return buf.at[i % 16].set(_index_ops(i))
+        return lax.fori_loop(lo, lo + 39, body, buf)
+    assert folded_runs(f, np.zeros((16, len(_index_ops(jnp.int32(0)))), np.int32)) == 32
+
+
+def test_host_fold_with_x64_and_unsigned_counters():
+    with jax.enable_x64(True):
+        def f(buf):
+            def body(i, buf):
+                j = i.astype(jnp.uint64) * np.uint64(0x9E3779B97F4A7C15)  # wraps in 64 bits
+                v = jnp.stack([(j >> np.uint64(7)).astype(jnp.int64), (i * i) % 1000003,
+                               lax.div(i - 50, np.int64(-3)), (j % np.uint64(97)).astype(jnp.int64)])
+                return buf.at[i % 8].set(v)
+            return lax.fori_loop(np.int64(2**62), np.int64(2**62) + 60, body, buf)
+        assert folded_runs(f, np.zeros((8, 4), np.int64)) == 48
+
+
+def test_host_fold_leaves_carry_dependent_work_in_the_graph():
+    # indices from the carry (a traced value, not an induction variable)
+    # are not folded; the counter's are, in the same body
+    def f(x):
+        def body(i, c):
+            xs, j = c
+            return xs.at[(j + i % 5) % 32].add(i % 7), (j * 3 + 1) % 32
+        return lax.fori_loop(0, 50, body, (x, jnp.int32(1)))
+    assert folded_runs(f, np.zeros(32, np.int32)) == 48

@@ -125,6 +125,7 @@ void RegionProgram::run_steps(RunState& st, size_t begin, size_t end) const {
   for (size_t s = begin; s < end; ++s) {
     const Step& step = steps[s];
     const Instruction& inst = *step.inst;
+    if (st.skip != nullptr && !inst.results.empty() && (*st.skip)[inst.results[0]]) continue;
     ins.clear();
     for (compiler::ValueId v : inst.operands) {
       if (!st.slots[v])

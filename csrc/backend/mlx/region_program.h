@@ -57,6 +57,10 @@ struct RunState {
   // device), and how many collectives this run has passed so far.
   CollectiveRun* collectives = nullptr;
   int64_t collective_seq = 0;
+  // By ValueId, while tracing a block of counted-loop iterations: values
+  // the host computed (ops/host_fold.h) and put in their slots; the
+  // instructions that define them are skipped.
+  const std::vector<uint8_t>* skip = nullptr;
 };
 
 using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;

@@ -227,6 +227,9 @@ CompileStats compile_stats() {
 }
 
 void RegionProgram::run_segment(RunState& st, const Segment& seg) const {
+  // Inside a traced loop block with host-folded values: the block is one
+  // trace, so the steps run (skipping the folded ones) into it.
+  if (st.skip != nullptr) return run_steps(st, seg.begin, seg.end);
   auto stage = seg.fusable && !st.batched ? seg.tiers.stage(compile_tier)
                                           : TieredFunction::Stage::kEager;
   ++seg.tiers.runs;

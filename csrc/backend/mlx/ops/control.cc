@@ -15,6 +15,7 @@
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/ops/counted_loop.h"
+#include "backend/mlx/ops/host_fold.h"
 
 namespace pjrtx::backend {
 
@@ -113,6 +114,9 @@ std::optional<Entry> enter(const CountedLoop& loop, std::optional<uint64_t> fixe
 struct Blocks {
   std::shared_ptr<const RegionProgram> body;
   std::shared_ptr<const CountedLoop> loop;
+  // The body's index arithmetic on induction variables, computed on the
+  // host per iteration (null when none folds).
+  std::shared_ptr<const HostFold> fold;
   // `tiers.runs` counts body iterations, however they ran. Executor only.
   TieredFunction tiers;
   mutable std::function<Arrays(const Arrays&)> traced;
@@ -135,19 +139,32 @@ struct Blocks {
     for (uint64_t j = 1; j <= kEvalEvery; ++j)
       for (const auto& [v, value] : e.inits)
         ins.push_back(wrapped_scalar(value + v->step * static_cast<Int128>(j), v->dtype));
+    if (fold) {
+      std::vector<Int128> ivs(e.inits.size());
+      for (uint64_t j = 0; j < kEvalEvery; ++j) {
+        for (size_t k = 0; k < ivs.size(); ++k)
+          ivs[k] = e.inits[k].second + e.inits[k].first->step * static_cast<Int128>(j);
+        for (mx::array& a : fold->evaluate(ivs)) ins.push_back(std::move(a));
+      }
+    }
     if (!traced) {
       // Which inductions the host tracks is fixed per loop (lower_while).
       std::vector<size_t> tracked;
       for (const auto& iv : e.inits) tracked.push_back(iv.first->index);
       const RegionProgram* b = body.get();
-      traced = [b, n, m, tracked](const Arrays& args) {
+      const HostFold* f = fold.get();
+      traced = [b, n, m, tracked, f](const Arrays& args) {
         TracingSegment tracing;
         RunState trace;
         trace.slots.resize(b->num_slots);
         for (size_t i = 0; i < m; ++i) trace.slots[b->free_values[i]] = args[n + i];
         Arrays s(args.begin(), args.begin() + n);
         size_t k = n + m;
+        size_t folded = k + kEvalEvery * tracked.size();
+        if (f != nullptr) trace.skip = &f->skip();
         for (uint64_t j = 0; j < kEvalEvery; ++j) {
+          if (f != nullptr)
+            for (compiler::ValueId v : f->inputs()) trace.slots[v] = args[folded++];
           s = b->run(trace, s);
           for (size_t index : tracked) s[index] = args[k++];
         }
@@ -169,6 +186,7 @@ Arrays run_counted_while(const RegionProgram& body, RunState& st, const Arrays& 
         for (auto& [v, value] : e.inits) value += v->step * static_cast<Int128>(kEvalEvery);
         i += kEvalEvery;
         blocks->tiers.runs += kEvalEvery;
+        if (blocks->fold) record_folded(kEvalEvery);
         if (i <= e.trips) {
           Arrays pending = state;
           eval_now(pending);
@@ -221,8 +239,15 @@ Kernel lower_while(LowerCtx& ctx) {
   // shared_ptr: Kernel is a copyable std::function.
   auto loop = std::make_shared<const CountedLoop>(std::move(*counted));
   std::shared_ptr<const Blocks> blocks;
-  if (body->pure && body->compile_tier != CompileTier::kNever)
-    blocks = std::make_shared<const Blocks>(Blocks{body, loop});
+  if (body->pure && body->compile_tier != CompileTier::kNever) {
+    // The inductions enter() tracks: with a fixed count, those with a
+    // constant entry value; else all.
+    std::vector<size_t> tracked;
+    for (const Induction& v : loop->inductions)
+      if (!fixed || v.init_constant) tracked.push_back(v.index);
+    blocks = std::make_shared<const Blocks>(
+        Blocks{body, loop, HostFold::analyze(ctx, ctx.inst().regions.at(1), tracked)});
+  }
   return [cond, body, loop, fixed, blocks](RunState& st, const Arrays& in) {
     // A batched region run carries extra leading dims: no scalar counter.
     if (st.batched) return run_general_while(*cond, *body, st, in);

@@ -21,6 +21,7 @@ namespace {
 
 std::atomic<int64_t> g_counted_runs{0}, g_counted_iterations{0};
 std::atomic<int64_t> g_general_runs{0}, g_general_iterations{0};
+std::atomic<int64_t> g_folded_iterations{0};
 
 int find_index(const std::vector<ValueId>& vs, ValueId v) {
   for (size_t i = 0; i < vs.size(); ++i)
@@ -274,7 +275,12 @@ LoopStats loop_stats() {
   s.counted_iterations = g_counted_iterations.load();
   s.general_runs = g_general_runs.load();
   s.general_iterations = g_general_iterations.load();
+  s.folded_iterations = g_folded_iterations.load();
   return s;
+}
+
+void record_folded(int64_t iterations) {
+  g_folded_iterations.fetch_add(iterations, std::memory_order_relaxed);
 }
 
 void record_loop(bool counted, int64_t iterations) {

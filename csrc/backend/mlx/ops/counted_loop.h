@@ -70,8 +70,10 @@ struct LoopStats {
   int64_t counted_iterations = 0;  // body runs on the counted path
   int64_t general_runs = 0;        // loop entries on the general path
   int64_t general_iterations = 0;  // body runs on the general path
+  int64_t folded_iterations = 0;   // counted iterations with host-folded index arithmetic
 };
 LoopStats loop_stats();
 void record_loop(bool counted, int64_t iterations);
+void record_folded(int64_t iterations);
 
 }  // namespace pjrtx::backend

@@ -1,0 +1,58 @@
+// Host-folded index arithmetic in counted loops. A fori_loop body turns its
+// counter into indices with scalar integer work: `i % n` alone is a dozen
+// ops once JAX's sign fix-up and XLA's division-by-zero answers are spelled
+// out, and each op is an MLX primitive per iteration, several times the cost
+// of the buffer read and write the indices serve. The counted path knows
+// every induction variable's value on the host (ops/counted_loop.h), so the
+// scalars computed from induction variables and constants alone are
+// computed here, exactly as StableHLO defines them (two's complement wrap,
+// x / 0 = -1, x % 0 = x, out-of-range shift counts), and enter the traced
+// block as inputs; their instructions are skipped in it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "backend/mlx/lower_ctx.h"
+#include "backend/mlx/ops/counted_loop.h"
+
+namespace pjrtx::backend {
+
+class HostFold {
+ public:
+  // The foldable part of `body` when the loop state entries `tracked` are
+  // known on the host each iteration; nullptr when nothing folds. Descends
+  // into functions the body calls from one call site only, and folds a call
+  // whole when the callee is all foldable work on known operands.
+  static std::shared_ptr<const HostFold> analyze(const LowerCtx& ctx,
+                                                 const compiler::Region& body,
+                                                 const std::vector<size_t>& tracked);
+
+  // By ValueId: set for a folded value (its instruction is skipped).
+  const std::vector<uint8_t>& skip() const { return skip_; }
+  // The folded values something that is not folded reads, in a fixed order:
+  // what an iteration takes as inputs.
+  const std::vector<compiler::ValueId>& inputs() const { return inputs_; }
+  // The values of inputs() for an iteration where tracked[k] holds ivs[k].
+  // Executor thread only (reuses a scratch buffer).
+  Arrays evaluate(const std::vector<Int128>& ivs) const;
+  // Instructions skipped per iteration (for tests and tracing).
+  size_t folded_count() const { return folded_count_; }
+
+  struct Action;  // host_fold.cc
+
+ private:
+  const compiler::Plan* plan_ = nullptr;
+  std::vector<compiler::ValueId> tracked_params_;
+  std::vector<std::pair<compiler::ValueId, Int128>> constants_;
+  std::vector<Action> actions_;
+  std::vector<uint8_t> skip_;
+  std::vector<compiler::ValueId> inputs_;
+  size_t folded_count_ = 0;
+  mutable std::vector<Int128> scratch_;
+  friend struct Analyzer;
+};
+
+}  // namespace pjrtx::backend
