@@ -74,7 +74,10 @@ struct StartPlan {
     for (int d = 0; d < static_cast<int>(fixed.size()); ++d) {
       bool dyn = std::find(dynamic.begin(), dynamic.end(), d) != dynamic.end();
       if (dyn) {
-        parts.push_back(mx::reshape(clamp_index(args[first + d], it, hi[d]), {1}));
+        // Broadcast, not reshape, to one element before the clamp: a traced
+        // segment fuses a broadcast into the clamp's kernel, where a reshape
+        // would be one more node per index per run (loop bodies).
+        parts.push_back(clamp_index(mx::broadcast_to(args[first + d], {1}), it, hi[d]));
       } else if (fixed[d] != 0) {
         parts.push_back(mx::array({fixed[d]}, mx::int32));
       } else {
