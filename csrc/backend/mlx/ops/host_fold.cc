@@ -100,7 +100,7 @@ bool foldable_inst(const compiler::Plan& plan, const Instruction& inst) {
   }
 }
 
-Int128 eval(const compiler::Plan& plan, const Instruction& inst, const std::vector<Int128>& v) {
+Int128 eval(const compiler::Plan& plan, const Instruction& inst, Values& v) {
   const DType t = plan.type(inst.results[0]).dtype;
   const bool pred = t == DType::kPred;
   auto in = [&](size_t i) { return v[inst.operands[i]]; };
@@ -175,9 +175,9 @@ Int128 eval(const compiler::Plan& plan, const Instruction& inst, const std::vect
 // Runs a callee that is all foldable work (HostFold::Analyzer checked it).
 void eval_function(const compiler::Plan& plan, const compiler::Function& f,
                    const std::vector<ValueId>& operands, const std::vector<ValueId>& results,
-                   std::vector<Int128>& v, int depth = 0);
+                   Values& v, int depth = 0);
 
-void eval_body(const compiler::Plan& plan, const Region& r, std::vector<Int128>& v, int depth) {
+void eval_body(const compiler::Plan& plan, const Region& r, Values& v, int depth) {
   for (const Instruction& inst : r.body) {
     if (inst.op == Opcode::constant) continue;  // preloaded
     if (inst.op == Opcode::call) {
@@ -191,7 +191,7 @@ void eval_body(const compiler::Plan& plan, const Region& r, std::vector<Int128>&
 
 void eval_function(const compiler::Plan& plan, const compiler::Function& f,
                    const std::vector<ValueId>& operands, const std::vector<ValueId>& results,
-                   std::vector<Int128>& v, int depth) {
+                   Values& v, int depth) {
   for (size_t i = 0; i < operands.size(); ++i) v[f.body.params[i]] = v[operands[i]];
   eval_body(plan, f.body, v, depth);
   for (size_t i = 0; i < results.size(); ++i) v[results[i]] = v[f.body.returns[i]];
@@ -342,13 +342,12 @@ std::shared_ptr<const HostFold> HostFold::analyze(const LowerCtx& ctx, const Reg
   for (const compiler::Function& f : plan.functions) a.find_inputs(f.body, needed);
   for (size_t v = 0; v < needed.size(); ++v)
     if (needed[v]) fold->inputs_.push_back(static_cast<ValueId>(v));
-  fold->scratch_.assign(plan.values.size(), 0);
   for (const auto& [v, c] : fold->constants_) fold->scratch_[v] = c;
   return fold;
 }
 
 Arrays HostFold::evaluate(const std::vector<Int128>& ivs) const {
-  std::vector<Int128>& v = scratch_;
+  Values& v = scratch_;
   for (size_t k = 0; k < tracked_params_.size(); ++k)
     v[tracked_params_[k]] = wrap(ivs[k], plan_->type(tracked_params_[k]).dtype);
   for (const Action& act : actions_) {

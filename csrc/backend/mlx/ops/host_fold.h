@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,10 @@
 #include "backend/mlx/ops/counted_loop.h"
 
 namespace pjrtx::backend {
+
+// Host values by ValueId (a map: a plan has many values, a loop body's
+// index arithmetic few).
+using Values = std::unordered_map<compiler::ValueId, Int128>;
 
 class HostFold {
  public:
@@ -51,7 +56,7 @@ class HostFold {
   std::vector<uint8_t> skip_;
   std::vector<compiler::ValueId> inputs_;
   size_t folded_count_ = 0;
-  mutable std::vector<Int128> scratch_;
+  mutable Values scratch_;  // constants preloaded
   friend struct Analyzer;
 };
 
