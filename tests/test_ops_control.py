@@ -60,7 +60,7 @@ def loop_runs(f, *args, **kw):
     assert_same(f, *args, **kw)  # converts to NumPy, so the run has finished
     after = _pjrtx.loop_stats()
     # which iterations had host-folded index arithmetic: test_host_fold_*
-    return {k: after[k] - before[k] for k in after if k != "folded_iterations"}
+    return {k: after[k] - before[k] for k in after if k not in ("folded_iterations", "host_steps")}
 
 
 def counted(runs, iterations):
@@ -380,3 +380,82 @@ def test_host_fold_leaves_carry_dependent_work_in_the_graph():
             return xs.at[(j + i % 5) % 32].add(i % 7), (j * 3 + 1) % 32
         return lax.fori_loop(0, 50, body, (x, jnp.int32(1)))
     assert folded_runs(f, np.zeros(32, np.int32)) == 48
+
+
+# ---------------------------------------------------------------------------
+# Small values on the host (host_small.h): in a general while loop whose
+# predicate is integer/pred work, the steps on computed small values run on
+# the host (no MLX node, no wait for the predicate). The answers must equal
+# XLA:CPU's exactly; `host_steps` proves the host path ran (or did not).
+
+def host_steps(f, *args, **kw):
+    before = _pjrtx.loop_stats()["host_steps"]
+    assert_same(f, *args, **kw)
+    return _pjrtx.loop_stats()["host_steps"] - before
+
+
+def test_host_small_vmapped_while_with_buffers():
+    # vmap of a data-dependent while: the predicate is any(step < n) over a
+    # batch of counters, the body writes a float buffer at each counter
+    def one(start, xs):
+        def body(c):
+            step, xs = c
+            return step + 1, xs.at[step].set(jnp.tanh(xs[step // 2]) * 2 + step)
+        return lax.while_loop(lambda c: c[0] < xs.shape[0], body, (start, xs))
+
+    starts = np.array([0, 3, 7], np.int32)
+    xs = np.linspace(-1, 1, 3 * 40, dtype=np.float32).reshape(3, 40)
+    # tanh is MLX's on both sides of a comparison only at ulp level: bound it
+    assert host_steps(jax.vmap(one), starts, xs, rtol=2e-6, atol=2e-6) > 0
+
+
+def test_host_small_integer_edge_cases_in_a_while():
+    # every host integer op at its edge cases, on a carried counter the
+    # predicate reads (so the loop runs on host values), with a switch on
+    # the counter and integer reductions over a small vector
+    def f(buf):
+        def cond(c):
+            i, v, buf = c
+            return jnp.any(v < 40) & (i < 60)
+
+        def body(c):
+            i, v, buf = c
+            branch = lax.switch(i % 3, [lambda: v + 1, lambda: v * 2 - 1, lambda: v ^ 5])
+            # (a reduction's init that is not the identity counts once)
+            row = jnp.concatenate([_index_ops(i), jnp.stack([branch.sum(), branch.max(),
+                                                            jnp.bitwise_or.reduce(branch),
+                                                            lax.reduce(branch, np.int32(7), lax.add, (0,))])])
+            return i + 1, jnp.where(i % 4 == 0, branch, v + 1), buf.at[i % 16].set(row)
+
+        return lax.while_loop(cond, body, (jnp.int32(0), jnp.arange(4, dtype=jnp.int32), buf))
+
+    k = len(_index_ops(jnp.int32(0))) + 4
+    assert host_steps(f, np.zeros((16, k), np.int32)) > 0
+
+
+def test_host_small_moves_floats_without_arithmetic():
+    # select, reshape and broadcast of small float vectors are data movement
+    # (exact on the host); the float arithmetic after the loop is MLX's
+    def f(v, w):
+        def body(c):
+            i, v, w, acc = c
+            v2 = jnp.where(i % 2 == 0, w, v)
+            w2 = jnp.where((jnp.arange(4) + i) % 3 == 0, v, w)
+            row = jnp.broadcast_to(v2.reshape(1, 4), (2, 4)).reshape(8)
+            return i + 1, v2, w2, jnp.where(i % 5 == 1, row, acc)
+        # (two compares: a general loop, not a counted one)
+        i, v, w, acc = lax.while_loop(lambda c: (c[0] < 23) & (c[0] >= 0), body,
+                                      (jnp.int32(0), v, w, jnp.zeros(8, v.dtype)))
+        return v, w, acc, acc * 2 + v.sum()
+
+    v = np.array([1.5, -0.0, np.nan, 3.25], np.float32)
+    w = np.array([np.inf, 2.0, -7.5, 1e-40], np.float32)  # a subnormal moves unchanged
+    assert host_steps(f, v, w) > 0
+
+
+def test_host_small_not_used_for_float_predicates():
+    # a float predicate stays with MLX (host_small computes no float math)
+    def f(x):
+        return lax.while_loop(lambda c: c[0] < 10.0, lambda c: (c[0] * 1.5 + 1, c[1] + 1),
+                              (x, jnp.int32(0)))
+    assert host_steps(f, np.float32(0.25)) == 0

@@ -59,6 +59,7 @@ NB_MODULE(_pjrtx, m) {
         d["counted_runs"] = s.counted_runs;
         d["counted_iterations"] = s.counted_iterations;
         d["folded_iterations"] = s.folded_iterations;
+        d["host_steps"] = s.host_steps;
         d["general_runs"] = s.general_runs;
         d["general_iterations"] = s.general_iterations;
         return d;

@@ -8,6 +8,8 @@
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/f64_scope.h"
 #include "backend/mlx/host_callback.h"
+#include "backend/mlx/host_small.h"
+#include "backend/mlx/ops/counted_loop.h"
 #include "backend/mlx/widen.h"
 #include "common/error.h"
 
@@ -134,6 +136,11 @@ void RegionProgram::run_steps(RunState& st, size_t begin, size_t end) const {
       ins.push_back(*st.slots[v]);
     }
     Arrays outs;
+    if (st.host_small && step.host && !st.batched && step.host(ins, outs)) {
+      for (size_t i = 0; i < outs.size(); ++i) st.slots[inst.results[i]] = std::move(outs[i]);
+      record_host_step();
+      continue;
+    }
     try {
       outs = step.kernel(st, ins);
     } catch (...) {
@@ -249,7 +256,8 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     // Every run hands out the values computed here once.
     if (!parts_mode_)
       if (auto folded = fold(inst, checked)) checked = std::move(*folded);
-    prog->steps.push_back({std::move(checked), &inst});
+    prog->steps.push_back({std::move(checked), &inst,
+                           parts_mode_ ? HostForm{} : host_small_kernel(plan_, inst)});
   }
   plan_segments(*prog, r, breaks);
   return prog;

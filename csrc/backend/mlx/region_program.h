@@ -61,9 +61,16 @@ struct RunState {
   // the host computed (ops/host_fold.h) and put in their slots; the
   // instructions that define them are skipped.
   const std::vector<uint8_t>* skip = nullptr;
+  // Inside a general while loop whose predicate can be computed on the host
+  // (ops/control.cc): steps with a host form run it when they can.
+  bool host_small = false;
 };
 
 using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;
+// An instruction's form on host values (host_small.h): computes the results
+// into `out` and returns true, or returns false when the operands are not
+// all computed and small (the kernel runs instead).
+using HostForm = std::function<bool(const Arrays& operands, Arrays& out)>;
 
 // When straight-line segments run through mx::compile (PJRTX_COMPILE).
 enum class CompileTier {
@@ -135,6 +142,7 @@ struct RegionProgram {
   struct Step {
     Kernel kernel;
     const compiler::Instruction* inst;
+    HostForm host;  // empty when the op has no host form
   };
   // Consecutive steps [begin, end). A fusable segment has no host sync (no
   // control flow, custom call, host transfer or RNG state) and at least two
@@ -145,6 +153,7 @@ struct RegionProgram {
   struct Segment {
     size_t begin = 0, end = 0;
     bool fusable = false;
+    bool host_steps = false;  // some step has a host form
     std::vector<compiler::ValueId> inputs, outputs;
     TieredFunction tiers;
     std::function<Arrays(const Arrays&)> traced;  // the steps on fresh values

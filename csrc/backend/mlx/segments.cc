@@ -86,6 +86,7 @@ void plan_segments(RegionProgram& prog, const Region& region, const std::vector<
       seg.end = i;
       seg.fusable = seg.end - seg.begin >= 2;
     }
+    for (size_t k = seg.begin; k < seg.end; ++k) seg.host_steps = seg.host_steps || prog.steps[k].host;
     prog.segments.push_back(std::move(seg));
   }
   // Inputs: what a fusable segment reads but does not define. Outputs: what
@@ -230,6 +231,9 @@ void RegionProgram::run_segment(RunState& st, const Segment& seg) const {
   // Inside a traced loop block with host-folded values: the block is one
   // trace, so the steps run (skipping the folded ones) into it.
   if (st.skip != nullptr) return run_steps(st, seg.begin, seg.end);
+  // Inside a while loop whose bookkeeping runs on the host (host_small.h):
+  // a traced segment would turn those steps back into graph nodes.
+  if (st.host_small && seg.host_steps) return run_steps(st, seg.begin, seg.end);
   auto stage = seg.fusable && !st.batched ? seg.tiers.stage(compile_tier)
                                           : TieredFunction::Stage::kEager;
   ++seg.tiers.runs;

@@ -13,6 +13,7 @@
 
 #include "backend/mlx/async_eval.h"
 #include "backend/mlx/graph_stats.h"
+#include "backend/mlx/host_small.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/ops/counted_loop.h"
 #include "backend/mlx/ops/host_fold.h"
@@ -24,6 +25,7 @@ namespace {
 using namespace ops;
 
 bool read_bool(const mx::array& p) {
+  if (auto v = computed_int(p)) return *v != 0;  // no node, no wait
   mx::array b = mx::astype(p, mx::bool_);
   eval_now({b});
   return b.item<bool>();
@@ -37,17 +39,42 @@ void take_effects(RunState& st, Arrays& pending) {
   st.effects.clear();
 }
 
+// Whether the predicate can come out of host kernels (host_small.h): the
+// condition holds constants and steps with a host form only.
+bool host_condition(const RegionProgram& cond) {
+  for (const auto& step : cond.steps)
+    if (!step.host && step.inst->op != compiler::Opcode::constant) return false;
+  return true;
+}
+
+constexpr int64_t kEvalEveryGeneral = 16;
+
+// `host`: the condition can be computed on the host; then the loop's small
+// values are (RunState::host_small), and while the predicate comes out
+// computed, the state is evaluated every kEvalEveryGeneral iterations
+// instead of every one (the graph stays bounded without a wait per
+// iteration).
 Arrays run_general_while(const RegionProgram& cond, const RegionProgram& body, RunState& st,
-                         const Arrays& in) {
+                         const Arrays& in, bool host = false) {
+  struct Restore {
+    RunState& st;
+    bool was;
+    ~Restore() { st.host_small = was; }
+  } restore{st, st.host_small};
+  if (host) st.host_small = true;
   Arrays state = in;
-  int64_t iterations = 0;
+  int64_t iterations = 0, unevaluated = 0;
   for (;; ++iterations) {
     mx::array p = cond.run(st, state)[0];
-    Arrays pending = state;
-    pending.push_back(p);
-    take_effects(st, pending);
-    eval_now(pending);
-    if (!p.item<bool>()) break;
+    std::optional<int64_t> known = st.host_small ? computed_int(p) : std::nullopt;
+    if (!known || ++unevaluated >= kEvalEveryGeneral) {
+      Arrays pending = state;
+      if (!known) pending.push_back(p);
+      take_effects(st, pending);
+      eval_now(pending);
+      unevaluated = 0;
+    }
+    if (!(known ? *known != 0 : p.item<bool>())) break;
     state = body.run(st, state);
   }
   record_loop(false, iterations);
@@ -220,9 +247,10 @@ Kernel lower_while(LowerCtx& ctx) {
   if (cond->returns.size() != 1) ctx.fail("condition must return one value");
   if (body->returns.size() != ctx.num_in()) ctx.fail("body must return the loop state");
   std::optional<CountedLoop> counted = match_counted_loop(ctx);
+  const bool host = host_condition(*cond);
   if (!counted)
-    return [cond, body](RunState& st, const Arrays& in) {
-      return run_general_while(*cond, *body, st, in);
+    return [cond, body, host](RunState& st, const Arrays& in) {
+      return run_general_while(*cond, *body, st, in, host);
     };
   // Both ends constant (fori_loop and scan with static bounds): the count is
   // known now.
@@ -263,9 +291,15 @@ Kernel lower_case(LowerCtx& ctx) {
   std::vector<std::shared_ptr<const RegionProgram>> branches;
   for (const auto& r : inst.regions) branches.push_back(ctx.lower_region(r));
   return [branches](RunState& st, const Arrays& in) {
-    mx::array idx = mx::astype(in[0], mx::int64);
-    eval_now({idx});
-    int64_t i = idx.item<int64_t>();
+    std::optional<int64_t> known = computed_int(in[0]);  // no node, no wait
+    int64_t i = 0;
+    if (known) {
+      i = *known;
+    } else {
+      mx::array idx = mx::astype(in[0], mx::int64);
+      eval_now({idx});
+      i = idx.item<int64_t>();
+    }
     int64_t n = static_cast<int64_t>(branches.size());
     if (i < 0 || i >= n) i = n - 1;
     return branches[i]->run(st, {});

@@ -28,10 +28,7 @@ namespace {
 
 // Scalars (any shape of one element) of pred or a byte-or-wider integer type.
 bool foldable_type(const compiler::TensorType& t) {
-  if (t.num_elements() != 1) return false;
-  if (t.dtype == DType::kPred) return true;
-  return compiler::is_integer(t.dtype) && !compiler::is_subbyte_int(t.dtype) &&
-         compiler::dtype_bits(t.dtype) <= 64;
+  return t.num_elements() == 1 && host_int::int_type(t.dtype);
 }
 
 int bits_of(DType t) { return t == DType::kPred ? 1 : compiler::dtype_bits(t); }
@@ -47,8 +44,17 @@ Int128 sign_extend(U128 u, int bits) {
   return s;
 }
 
-// `v` as a value of type `t`: two's complement wrap, sign- or zero-extended
-// (the form every value here is kept in), pred 0 or 1.
+Int128 signed_min(DType t) { return -(Int128{1} << (compiler::dtype_bits(t) - 1)); }
+
+}  // namespace
+
+namespace host_int {
+
+bool int_type(DType t) {
+  if (t == DType::kPred) return true;
+  return compiler::is_integer(t) && !compiler::is_subbyte_int(t) && compiler::dtype_bits(t) <= 64;
+}
+
 Int128 wrap(Int128 v, DType t) {
   if (t == DType::kPred) return v != 0;
   U128 u = low_bits(v, compiler::dtype_bits(t));
@@ -56,29 +62,29 @@ Int128 wrap(Int128 v, DType t) {
                                     : static_cast<Int128>(u);
 }
 
-Int128 signed_min(DType t) { return -(Int128{1} << (compiler::dtype_bits(t) - 1)); }
+namespace {
 
-bool foldable_op(Opcode op) {
+bool elementwise_op(Opcode op) {
   switch (op) {
     case Opcode::add: case Opcode::subtract: case Opcode::multiply: case Opcode::divide:
     case Opcode::remainder: case Opcode::negate: case Opcode::abs: case Opcode::minimum:
     case Opcode::maximum: case Opcode::and_: case Opcode::or_: case Opcode::xor_:
     case Opcode::not_: case Opcode::compare: case Opcode::select: case Opcode::convert:
     case Opcode::clamp: case Opcode::shift_left: case Opcode::shift_right_logical:
-    case Opcode::shift_right_arithmetic: case Opcode::broadcast_in_dim: case Opcode::reshape:
+    case Opcode::shift_right_arithmetic:
       return true;
     default:
       return false;
   }
 }
 
-// Whether the instruction folds when its operands are known: a foldable op
-// on foldable types whose semantics here match the lowering's.
-bool foldable_inst(const compiler::Plan& plan, const Instruction& inst) {
-  if (!foldable_op(inst.op) || !inst.regions.empty() || inst.results.size() != 1) return false;
-  if (!foldable_type(plan.type(inst.results[0]))) return false;
+}  // namespace
+
+bool elementwise(const compiler::Plan& plan, const Instruction& inst) {
+  if (!elementwise_op(inst.op) || !inst.regions.empty() || inst.results.size() != 1) return false;
+  if (!int_type(plan.type(inst.results[0]).dtype)) return false;
   for (ValueId v : inst.operands)
-    if (!foldable_type(plan.type(v))) return false;
+    if (!int_type(plan.type(v).dtype)) return false;
   const DType t = plan.type(inst.results[0]).dtype;
   const bool pred = t == DType::kPred;
   switch (inst.op) {
@@ -100,10 +106,10 @@ bool foldable_inst(const compiler::Plan& plan, const Instruction& inst) {
   }
 }
 
-Int128 eval(const compiler::Plan& plan, const Instruction& inst, Values& v) {
+Int128 apply(const compiler::Plan& plan, const Instruction& inst, const Int128* x) {
   const DType t = plan.type(inst.results[0]).dtype;
   const bool pred = t == DType::kPred;
-  auto in = [&](size_t i) { return v[inst.operands[i]]; };
+  auto in = [&](size_t i) { return x[i]; };
   switch (inst.op) {
     case Opcode::add:
       return pred ? (in(0) | in(1)) : wrap(static_cast<Int128>(static_cast<U128>(in(0)) +
@@ -143,7 +149,7 @@ Int128 eval(const compiler::Plan& plan, const Instruction& inst, Values& v) {
       if (d == "LE") return a <= b;
       if (d == "GT") return a > b;
       if (d == "GE") return a >= b;
-      throw Error(ErrorCode::kInternal, "pjrtx: host fold: comparison_direction " + d);
+      throw Error(ErrorCode::kInternal, "pjrtx: host integer op: comparison_direction " + d);
     }
     case Opcode::select: return in(0) != 0 ? in(1) : in(2);
     case Opcode::convert: return wrap(in(0), t);
@@ -165,13 +171,40 @@ Int128 eval(const compiler::Plan& plan, const Instruction& inst, Values& v) {
       if (count >= static_cast<U128>(bits)) return wrap(s < 0 ? -1 : 0, t);
       return wrap(s >> static_cast<int>(count), t);
     }
-    case Opcode::broadcast_in_dim: case Opcode::reshape: return in(0);
     default:
-      throw Error(ErrorCode::kInternal, std::string("pjrtx: host fold: unexpected ") +
+      throw Error(ErrorCode::kInternal, std::string("pjrtx: host integer op: unexpected ") +
                                             std::string(compiler::opcode_name(inst.op)));
   }
 }
 
+}  // namespace host_int
+
+namespace {
+
+using host_int::wrap;
+
+
+// Whether the instruction folds when its operands are known: an
+// element-wise op computed exactly here, or a broadcast or reshape, on one
+// element.
+bool foldable_inst(const compiler::Plan& plan, const Instruction& inst) {
+  if (inst.op != Opcode::broadcast_in_dim && inst.op != Opcode::reshape &&
+      !host_int::elementwise(plan, inst))
+    return false;
+  if (!inst.regions.empty() || inst.results.size() != 1 ||
+      !foldable_type(plan.type(inst.results[0])))
+    return false;
+  for (ValueId v : inst.operands)
+    if (!foldable_type(plan.type(v))) return false;
+  return true;
+}
+
+Int128 eval(const compiler::Plan& plan, const Instruction& inst, Values& v) {
+  if (inst.op == Opcode::broadcast_in_dim || inst.op == Opcode::reshape) return v[inst.operands[0]];
+  Int128 x[3] = {0, 0, 0};
+  for (size_t i = 0; i < inst.operands.size() && i < 3; ++i) x[i] = v[inst.operands[i]];
+  return host_int::apply(plan, inst, x);
+}
 // Runs a callee that is all foldable work (HostFold::Analyzer checked it).
 void eval_function(const compiler::Plan& plan, const compiler::Function& f,
                    const std::vector<ValueId>& operands, const std::vector<ValueId>& results,

@@ -6,6 +6,8 @@
 #include "backend/mlx/ops/indexing.h"
 #include "backend/mlx/ops/scatter_in_place.h"
 
+#include "backend/mlx/host_small.h"
+
 #include <algorithm>
 #include <complex>
 #include <cstdint>
@@ -24,9 +26,29 @@ int64_t type_max(DType t) {
 }
 }  // namespace
 
+namespace {
+// clamp_index on the host, for indices already computed there (a loop's
+// bookkeeping, host_small.h): no nodes. `shape`: the result's shape (the
+// index's own when null).
+std::optional<mx::array> clamp_on_host(const mx::array& idx, DType t, int64_t hi,
+                                       const mx::Shape* shape = nullptr) {
+  auto v = computed_ints(idx);
+  if (!v) return std::nullopt;
+  std::vector<int32_t> out(v->size());
+  for (size_t i = 0; i < v->size(); ++i) {
+    Int128 x = (*v)[i];
+    if (hi <= type_max(t) && x > hi) x = hi;
+    if (compiler::is_signed_int(t) && x < 0) x = 0;
+    out[i] = static_cast<int32_t>(x);
+  }
+  return mx::array(out.begin(), shape != nullptr ? *shape : idx.shape(), mx::int32);
+}
+}  // namespace
+
 mx::array clamp_index(const mx::array& idx, DType t, int64_t hi) {
   mx::Dtype dt = idx.dtype();
   hi = std::max<int64_t>(hi, 0);
+  if (auto h = clamp_on_host(idx, t, hi)) return *h;
   mx::array x = idx;
   if (hi <= type_max(t)) x = mx::minimum(x, mx::array(hi, dt));
   if (compiler::is_signed_int(t)) x = mx::maximum(x, mx::array(0, dt));
@@ -77,7 +99,9 @@ struct StartPlan {
         // Broadcast, not reshape, to one element before the clamp: a traced
         // segment fuses a broadcast into the clamp's kernel, where a reshape
         // would be one more node per index per run (loop bodies).
-        parts.push_back(clamp_index(mx::broadcast_to(args[first + d], {1}), it, hi[d]));
+        const mx::Shape one{1};
+        auto h = clamp_on_host(args[first + d], it, std::max<int64_t>(hi[d], 0), &one);
+        parts.push_back(h ? *h : clamp_index(mx::broadcast_to(args[first + d], one), it, hi[d]));
       } else if (fixed[d] != 0) {
         parts.push_back(mx::array({fixed[d]}, mx::int32));
       } else {

@@ -1,0 +1,360 @@
+#include "backend/mlx/host_small.h"
+
+#include <mlx/ops.h>
+
+#include <algorithm>
+
+#include "backend/mlx/dtype.h"
+#include "backend/mlx/ops/host_fold.h"
+
+namespace pjrtx::backend {
+
+using compiler::DType;
+using compiler::Instruction;
+using compiler::Opcode;
+using compiler::TensorType;
+using compiler::ValueId;
+
+namespace {
+
+// Whether `a` can be read here: computed, not a trace placeholder, row
+// contiguous with no offset games, and small.
+bool readable(const mx::array& a) {
+  return a.size() <= static_cast<size_t>(kHostSmallMaxElements) && !a.is_tracer() &&
+         a.is_available() && a.flags().row_contiguous && a.data_size() == a.size();
+}
+
+// Element i of an integer or bool array, widened exactly.
+Int128 read_int_elem(const mx::array& a, size_t i) {
+  switch (a.dtype()) {
+    case mx::bool_: return a.data<bool>()[i] ? 1 : 0;
+    case mx::int8: return a.data<int8_t>()[i];
+    case mx::int16: return a.data<int16_t>()[i];
+    case mx::int32: return a.data<int32_t>()[i];
+    case mx::int64: return a.data<int64_t>()[i];
+    case mx::uint8: return a.data<uint8_t>()[i];
+    case mx::uint16: return a.data<uint16_t>()[i];
+    case mx::uint32: return a.data<uint32_t>()[i];
+    case mx::uint64: return a.data<uint64_t>()[i];
+    default: return 0;  // not reached: int_type operands only
+  }
+}
+
+template <typename T>
+mx::array from_ints(const std::vector<Int128>& v, const mx::Shape& shape, mx::Dtype dt) {
+  std::vector<T> data(v.size());
+  for (size_t i = 0; i < v.size(); ++i) data[i] = static_cast<T>(v[i]);
+  return mx::array(data.begin(), shape, dt);
+}
+
+// A computed array of type `t` holding `v` (values already wrapped to t).
+mx::array make_int_array(const std::vector<Int128>& v, const TensorType& t) {
+  mx::Shape shape = to_mlx_shape(t.shape);
+  mx::Dtype dt = to_mlx(t.dtype);
+  switch (dt) {
+    case mx::bool_: return from_ints<bool>(v, shape, dt);
+    case mx::int8: return from_ints<int8_t>(v, shape, dt);
+    case mx::int16: return from_ints<int16_t>(v, shape, dt);
+    case mx::int32: return from_ints<int32_t>(v, shape, dt);
+    case mx::int64: return from_ints<int64_t>(v, shape, dt);
+    case mx::uint8: return from_ints<uint8_t>(v, shape, dt);
+    case mx::uint16: return from_ints<uint16_t>(v, shape, dt);
+    case mx::uint32: return from_ints<uint32_t>(v, shape, dt);
+    default: return from_ints<uint64_t>(v, shape, dt);
+  }
+}
+
+// Data movement of any of these types copies elements as they are stored.
+bool movable(DType t) {
+  switch (t) {
+    case DType::kPred: case DType::kS8: case DType::kS16: case DType::kS32: case DType::kS64:
+    case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64: case DType::kF16:
+    case DType::kBF16: case DType::kF32: case DType::kF64: case DType::kC64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Calls f(T{}) with the C++ type MLX stores `dt` as.
+template <typename F>
+auto with_storage_type(mx::Dtype dt, F&& f) {
+  switch (dt) {
+    case mx::bool_: return f(bool{});
+    case mx::int8: return f(int8_t{});
+    case mx::int16: return f(int16_t{});
+    case mx::int32: return f(int32_t{});
+    case mx::int64: return f(int64_t{});
+    case mx::uint8: return f(uint8_t{});
+    case mx::uint16: return f(uint16_t{});
+    case mx::uint32: return f(uint32_t{});
+    case mx::uint64: return f(uint64_t{});
+    case mx::float16: return f(mx::float16_t{});
+    case mx::bfloat16: return f(mx::bfloat16_t{});
+    case mx::float32: return f(float{});
+    case mx::float64: return f(double{});
+    default: return f(mx::complex64_t{});
+  }
+}
+
+// An array of type `t` whose element i is element src[i] of `a` when
+// src[i] < a.size(), else element src[i] - a.size() of `b` (same dtype).
+mx::array pick(const mx::array& a, const mx::array* b, const std::vector<size_t>& src,
+               const TensorType& t) {
+  mx::Shape shape = to_mlx_shape(t.shape);
+  return with_storage_type(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> data(src.size());
+    const T* pa = a.data<T>();
+    const T* pb = b != nullptr ? b->data<T>() : nullptr;
+    const size_t na = a.size();
+    for (size_t i = 0; i < src.size(); ++i) data[i] = src[i] < na ? pa[src[i]] : pb[src[i] - na];
+    return mx::array(data.begin(), shape, a.dtype());
+  });
+}
+
+std::vector<int64_t> strides_of(const compiler::Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int64_t d = static_cast<int64_t>(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * s[d + 1];
+  return st;
+}
+
+bool dtype_matches(const mx::array& a, const TensorType& t) {
+  return a.dtype() == to_mlx(t.dtype) && static_cast<int64_t>(a.size()) == t.num_elements();
+}
+
+bool all_readable(const Arrays& in, const std::vector<TensorType>& types) {
+  if (in.size() != types.size()) return false;
+  for (size_t k = 0; k < in.size(); ++k)
+    if (!readable(in[k]) || !dtype_matches(in[k], types[k])) return false;
+  return true;
+}
+
+std::vector<TensorType> operand_types(const compiler::Plan& plan, const Instruction& inst) {
+  std::vector<TensorType> ts;
+  for (ValueId v : inst.operands) ts.push_back(plan.type(v));
+  return ts;
+}
+
+bool small(const TensorType& t) { return t.num_elements() <= kHostSmallMaxElements; }
+
+HostForm elementwise_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  const int64_t n = out.num_elements();
+  if (ins.size() > 3) return {};
+  for (const TensorType& t : ins)
+    if (t.num_elements() != n && t.num_elements() != 1) return {};
+  const compiler::Plan* pl = &plan;
+  const Instruction* ip = &inst;
+  return [pl, ip, out, ins, n](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    std::vector<Int128> v(static_cast<size_t>(n));
+    Int128 x[3] = {0, 0, 0};
+    for (int64_t i = 0; i < n; ++i) {
+      for (size_t k = 0; k < in.size(); ++k)
+        x[k] = read_int_elem(in[k], in[k].size() == 1 ? 0 : static_cast<size_t>(i));
+      v[static_cast<size_t>(i)] = host_int::apply(*pl, *ip, x);
+    }
+    res.push_back(make_int_array(v, out));
+    return true;
+  };
+}
+
+// select(pred, on_true, on_false) of any movable type.
+HostForm select_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  if (ins.size() != 3 || ins[0].dtype != DType::kPred || !movable(out.dtype) ||
+      ins[1] != out || ins[2] != out)
+    return {};
+  if (ins[0].num_elements() != 1 && ins[0].num_elements() != out.num_elements()) return {};
+  return [out, ins](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    const size_t n = static_cast<size_t>(out.num_elements());
+    const bool* p = in[0].data<bool>();
+    std::vector<size_t> src(n);
+    for (size_t i = 0; i < n; ++i) src[i] = p[in[0].size() == 1 ? 0 : i] ? i : n + i;
+    res.push_back(pick(in[1], &in[2], src, out));
+    return true;
+  };
+}
+
+HostForm broadcast_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  if (ins.size() != 1 || !movable(out.dtype) || ins[0].dtype != out.dtype) return {};
+  const std::vector<int64_t>& dims = inst.attr_ints("broadcast_dimensions");
+  if (static_cast<int64_t>(dims.size()) != ins[0].rank()) return {};
+  // The operand element each result element reads, fixed per instruction.
+  const std::vector<int64_t> ost = strides_of(ins[0].shape), rst = strides_of(out.shape);
+  std::vector<size_t> src(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < src.size(); ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d] < 0 || dims[d] >= out.rank()) return {};
+      int64_t coord = (static_cast<int64_t>(i) / rst[dims[d]]) % out.shape[dims[d]];
+      o += (ins[0].shape[d] == 1 ? 0 : coord) * ost[d];
+    }
+    src[i] = static_cast<size_t>(o);
+  }
+  return [out, ins, src](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    res.push_back(pick(in[0], nullptr, src, out));
+    return true;
+  };
+}
+
+HostForm reshape_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  if (ins.size() != 1 || !movable(out.dtype) || ins[0].dtype != out.dtype ||
+      ins[0].num_elements() != out.num_elements())
+    return {};
+  std::vector<size_t> src(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = i;
+  return [out, ins, src](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    res.push_back(pick(in[0], nullptr, src, out));
+    return true;
+  };
+}
+
+HostForm iota_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  if (!host_int::int_type(out.dtype) || out.dtype == DType::kPred) return {};
+  int64_t dim = inst.attr_int("iota_dimension", -1);
+  if (dim < 0 || dim >= out.rank()) return {};
+  const std::vector<int64_t> st = strides_of(out.shape);
+  std::vector<Int128> v(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = host_int::wrap((static_cast<int64_t>(i) / st[dim]) % out.shape[dim], out.dtype);
+  return [out, v](const Arrays&, Arrays& res) {
+    res.push_back(make_int_array(v, out));
+    return true;
+  };
+}
+
+// reduce(x, init) over `dimensions` with a body that is one integer or pred
+// op of its two parameters (add, multiply, max, min, and, or, xor): the
+// op is associative and commutative on wrapped integers, so any order gives
+// the lowering's answer. Reducing only size-1 dims applies no init (as the
+// lowering and XLA's simplifier).
+HostForm reduce_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  if (inst.operands.size() != 2 || inst.results.size() != 1 || inst.regions.size() != 1) return {};
+  const compiler::Region& body = inst.regions[0];
+  if (body.body.size() != 1 || body.params.size() != 2 || body.returns.size() != 1) return {};
+  const Instruction& op = body.body[0];
+  switch (op.op) {
+    case Opcode::add: case Opcode::multiply: case Opcode::maximum: case Opcode::minimum:
+    case Opcode::and_: case Opcode::or_: case Opcode::xor_:
+      break;
+    default:
+      return {};
+  }
+  if (op.results.size() != 1 || body.returns[0] != op.results[0] || op.operands.size() != 2 ||
+      !((op.operands[0] == body.params[0] && op.operands[1] == body.params[1]) ||
+        (op.operands[0] == body.params[1] && op.operands[1] == body.params[0])) ||
+      !host_int::elementwise(plan, op))
+    return {};
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  if (ins[0].dtype != out.dtype || ins[1].num_elements() != 1 || ins[1].dtype != out.dtype)
+    return {};
+  std::vector<int64_t> axes = inst.attr_ints("dimensions");
+  std::vector<bool> reduced(static_cast<size_t>(ins[0].rank()), false);
+  int64_t count = 1;
+  for (int64_t a : axes) {
+    if (a < 0 || a >= ins[0].rank() || reduced[a]) return {};
+    reduced[a] = true;
+    count *= ins[0].shape[a];
+  }
+  if (count == 0) return {};
+  // The result element each operand element folds into.
+  const std::vector<int64_t> st = strides_of(ins[0].shape);
+  std::vector<size_t> dst(static_cast<size_t>(ins[0].num_elements()));
+  for (size_t i = 0; i < dst.size(); ++i) {
+    int64_t o = 0;
+    for (int64_t d = 0; d < ins[0].rank(); ++d) {
+      if (reduced[d]) continue;
+      o = o * ins[0].shape[d] + (static_cast<int64_t>(i) / st[d]) % ins[0].shape[d];
+    }
+    dst[i] = static_cast<size_t>(o);
+  }
+  const bool apply_init = count != 1;
+  const compiler::Plan* pl = &plan;
+  const Instruction* bp = &op;
+  return [pl, bp, out, ins, dst, apply_init](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    const size_t n = static_cast<size_t>(out.num_elements());
+    std::vector<Int128> acc(n);
+    std::vector<bool> seen(n, false);
+    for (size_t i = 0; i < dst.size(); ++i) {
+      Int128 e = read_int_elem(in[0], i);
+      size_t o = dst[i];
+      if (!seen[o]) {
+        acc[o] = e;
+        seen[o] = true;
+      } else {
+        Int128 x[3] = {acc[o], e, 0};
+        acc[o] = host_int::apply(*pl, *bp, x);
+      }
+    }
+    if (apply_init) {
+      Int128 init = read_int_elem(in[1], 0);
+      for (size_t o = 0; o < n; ++o) {
+        Int128 x[3] = {acc[o], init, 0};
+        acc[o] = host_int::apply(*pl, *bp, x);
+      }
+    }
+    res.push_back(make_int_array(acc, out));
+    return true;
+  };
+}
+
+}  // namespace
+
+HostForm host_small_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  if (inst.results.size() != 1 || !small(plan.type(inst.results[0]))) return {};
+  for (ValueId v : inst.operands)
+    if (!small(plan.type(v))) return {};
+  switch (inst.op) {
+    case Opcode::select:
+      if (host_int::elementwise(plan, inst)) return elementwise_kernel(plan, inst);
+      return select_kernel(plan, inst);
+    case Opcode::broadcast_in_dim: return broadcast_kernel(plan, inst);
+    case Opcode::reshape: return reshape_kernel(plan, inst);
+    case Opcode::iota: return iota_kernel(plan, inst);
+    case Opcode::reduce: return reduce_kernel(plan, inst);
+    default:
+      if (host_int::elementwise(plan, inst)) return elementwise_kernel(plan, inst);
+      return {};
+  }
+}
+
+std::optional<std::vector<Int128>> computed_ints(const mx::array& a) {
+  if (!readable(a)) return std::nullopt;
+  switch (a.dtype()) {
+    case mx::bool_: case mx::int8: case mx::int16: case mx::int32: case mx::int64:
+    case mx::uint8: case mx::uint16: case mx::uint32: case mx::uint64:
+      break;
+    default:
+      return std::nullopt;
+  }
+  std::vector<Int128> v(a.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = read_int_elem(a, i);
+  return v;
+}
+
+std::optional<int64_t> computed_int(const mx::array& a) {
+  if (a.size() != 1 || a.is_tracer() || !a.is_available() || a.data_size() != 1) return std::nullopt;
+  switch (a.dtype()) {
+    case mx::bool_: case mx::int8: case mx::int16: case mx::int32: case mx::int64:
+    case mx::uint8: case mx::uint16: case mx::uint32:
+      return static_cast<int64_t>(read_int_elem(a, 0));
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace pjrtx::backend

@@ -1,0 +1,43 @@
+// Small values on the host. A while loop whose trip count is data-dependent
+// (a checkpointed loop, a sampler's tree building) carries its bookkeeping
+// in scalars and tiny vectors: counters, flags, where-chains. Each such op
+// is an MLX primitive per iteration, and they were most of an iteration's
+// primitives (equinox's checkpointed while loop: ~85 of 99). Inside a
+// general while loop (RunState::host_small), an op whose operands are all
+// computed, contiguous and at most kHostSmallMaxElements elements runs here
+// instead: its result is a computed array (no graph node), so a loop
+// predicate computed this way is read without waiting for MLX.
+//
+// Only ops whose answer is exact and defined bit for bit run here: integer
+// and pred element-wise ops (ops/host_fold.h's host_int), and data movement
+// of any type (select, broadcast_in_dim, reshape, iota) plus integer and
+// pred reductions. Floating-point arithmetic stays with MLX.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "backend/mlx/ops/counted_loop.h"
+
+#include "backend/mlx/region_program.h"
+
+namespace pjrtx::backend {
+
+constexpr int64_t kHostSmallMaxElements = 64;
+
+// The host form of `inst` (HostForm, region_program.h), or an empty
+// function when it has none. It returns false, writing nothing, when an
+// operand is not computed yet, not contiguous or too large.
+HostForm host_small_kernel(const compiler::Plan& plan, const compiler::Instruction& inst);
+
+// The elements of a computed, contiguous integer or bool array of at most
+// kHostSmallMaxElements elements, widened exactly (nullopt otherwise).
+std::optional<std::vector<Int128>> computed_ints(const mx::array& a);
+
+// The value of a computed scalar of an integer or bool type without
+// building a node (nullopt when it is not computed yet or of another type).
+std::optional<int64_t> computed_int(const mx::array& a);
+
+}  // namespace pjrtx::backend
