@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "backend/mlx/dtype.h"
-#include "backend/mlx/ops/host_fold.h"
+#include "backend/mlx/host_int.h"
 
 namespace pjrtx::backend {
 

@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-#include "backend/mlx/ops/counted_loop.h"
+#include "backend/mlx/host_int.h"
 
 #include "backend/mlx/region_program.h"
 

@@ -14,11 +14,11 @@
 #include <optional>
 #include <vector>
 
+#include "backend/mlx/host_int.h"
 #include "backend/mlx/registry.h"
 
 namespace pjrtx::backend {
 
-using Int128 = __int128;
 
 // The comparison, normalised so the counter is on the left: `counter DIR bound`.
 enum class LoopDir { kLT, kLE, kGT, kGE, kEQ, kNE };

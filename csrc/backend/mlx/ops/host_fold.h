@@ -16,24 +16,11 @@
 #include <utility>
 #include <vector>
 
+#include "backend/mlx/host_int.h"
 #include "backend/mlx/lower_ctx.h"
 #include "backend/mlx/ops/counted_loop.h"
 
 namespace pjrtx::backend {
-
-// StableHLO's integer and pred element-wise ops, one element at a time,
-// exactly as the lowerings compute them. Values are kept wrapped to their
-// type, sign- or zero-extended; pred is 0 or 1.
-namespace host_int {
-// pred, or an integer type of 8 to 64 bits.
-bool int_type(compiler::DType t);
-Int128 wrap(Int128 v, compiler::DType t);
-// Whether `inst` is an element-wise op (add ... clamp, compare, select,
-// convert, shifts) on int_type operands and result that apply() computes.
-bool elementwise(const compiler::Plan& plan, const compiler::Instruction& inst);
-// One element of `inst`'s result from its operands' elements x[0..2].
-Int128 apply(const compiler::Plan& plan, const compiler::Instruction& inst, const Int128* x);
-}  // namespace host_int
 
 // Host values by ValueId (a map: a plan has many values, a loop body's
 // index arithmetic few).
