@@ -6,7 +6,6 @@
 #include <string>
 
 #include "backend/mlx/dtype.h"
-#include "common/error.h"
 
 namespace pjrtx::backend {
 
