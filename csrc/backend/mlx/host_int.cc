@@ -54,7 +54,7 @@ bool elementwise_op(Opcode op) {
     case Opcode::maximum: case Opcode::and_: case Opcode::or_: case Opcode::xor_:
     case Opcode::not_: case Opcode::compare: case Opcode::select: case Opcode::convert:
     case Opcode::clamp: case Opcode::shift_left: case Opcode::shift_right_logical:
-    case Opcode::shift_right_arithmetic:
+    case Opcode::shift_right_arithmetic: case Opcode::sign:
       return true;
     default:
       return false;
@@ -73,7 +73,7 @@ bool elementwise(const compiler::Plan& plan, const Instruction& inst) {
   switch (inst.op) {
     case Opcode::divide: case Opcode::remainder: case Opcode::negate: case Opcode::abs:
     case Opcode::shift_left: case Opcode::shift_right_logical:
-    case Opcode::shift_right_arithmetic:
+    case Opcode::shift_right_arithmetic: case Opcode::sign:
       return !pred;
     case Opcode::compare: {
       if (inst.operands.size() != 2) return false;
@@ -116,6 +116,7 @@ Int128 apply(const compiler::Plan& plan, const Instruction& inst, const Int128* 
       return x % y;  // the dividend's sign
     }
     case Opcode::negate: return wrap(-in(0), t);
+    case Opcode::sign: return in(0) > 0 ? 1 : in(0) < 0 ? -1 : 0;
     case Opcode::abs: return wrap(in(0) < 0 ? -in(0) : in(0), t);
     case Opcode::minimum: return in(0) < in(1) ? in(0) : in(1);
     case Opcode::maximum: return in(0) > in(1) ? in(0) : in(1);

@@ -17,8 +17,8 @@ namespace host_int {
 // pred, or an integer type of 8 to 64 bits.
 bool int_type(compiler::DType t);
 Int128 wrap(Int128 v, compiler::DType t);
-// Whether `inst` is an element-wise op (add ... clamp, compare, select,
-// convert, shifts) on int_type operands and result that apply() computes.
+// Whether `inst` is an element-wise op (add ... clamp, sign, compare,
+// select, convert, shifts) on int_type operands and result that apply() computes.
 bool elementwise(const compiler::Plan& plan, const compiler::Instruction& inst);
 // One element of `inst`'s result from its operands' elements x[0..2].
 Int128 apply(const compiler::Plan& plan, const compiler::Instruction& inst, const Int128* x);

@@ -238,14 +238,39 @@ int64_t batch_pos(const IndexPlan& p, int64_t d) {
 // The raw index component k (shape batch_shape), in the index type.
 mx::array component(const IndexPlan& p, const mx::array& indices, int64_t k) {
   if (p.index_vector_dim >= p.indices_rank) return indices;  // implicit trailing 1
+  if (auto v = computed_ints(indices); v && indices.dtype() == mx::int32) {
+    // Indices the host computed (a loop's bookkeeping, host_small.h): the
+    // component on the host too, no nodes.
+    const mx::Shape& sh = indices.shape();
+    int64_t inner = 1;
+    for (int64_t d = p.index_vector_dim + 1; d < p.indices_rank; ++d) inner *= sh[d];
+    const int64_t n = sh[p.index_vector_dim];
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < v->size(); ++i)
+      if ((static_cast<int64_t>(i) / inner) % n == k) out.push_back(static_cast<int32_t>((*v)[i]));
+    mx::Shape shape = sh;
+    shape.erase(shape.begin() + p.index_vector_dim);
+    return mx::array(out.begin(), shape, mx::int32);
+  }
   mx::Shape start(p.indices_rank, 0), stop(indices.shape().begin(), indices.shape().end());
   start[p.index_vector_dim] = static_cast<int32_t>(k);
   stop[p.index_vector_dim] = static_cast<int32_t>(k + 1);
   return mx::squeeze(mx::slice(indices, start, stop), p.index_vector_dim);
 }
 
-// iota over batch dim `pos`, broadcast to the batch shape (int32).
+// iota over batch dim `pos`, broadcast to the batch shape (int32). Small
+// ones are written on the host, no nodes (a vmapped gather in a loop body
+// built an arange, a reshape and a broadcast per iteration).
 mx::array batch_iota(const IndexPlan& p, int64_t pos) {
+  int64_t total = 1;
+  for (int64_t d : p.batch_shape) total *= d;
+  if (total <= 4096) {
+    std::vector<int32_t> v(static_cast<size_t>(total));
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(pos) + 1; d < p.batch_shape.size(); ++d) inner *= p.batch_shape[d];
+    for (int64_t i = 0; i < total; ++i) v[i] = static_cast<int32_t>((i / inner) % p.batch_shape[pos]);
+    return mx::array(v.begin(), to_shape(p.batch_shape), mx::int32);
+  }
   mx::Shape shape(p.batch_shape.size(), 1);
   shape[pos] = static_cast<int32_t>(p.batch_shape[pos]);
   mx::array a = mx::reshape(mx::arange(0, static_cast<int>(p.batch_shape[pos]), 1), shape);
