@@ -136,13 +136,11 @@ void RegionProgram::run_steps(RunState& st, size_t begin, size_t end) const {
       ins.push_back(*st.slots[v]);
     }
     Arrays outs;
-    if (st.host_small && step.host && !st.batched && step.host(ins, outs)) {
-      for (size_t i = 0; i < outs.size(); ++i) st.slots[inst.results[i]] = std::move(outs[i]);
-      record_host_step();
-      continue;
-    }
     try {
-      outs = step.kernel(st, ins);
+      if (st.host_small && step.host && !st.batched && step.host(ins, outs))
+        record_host_step();
+      else
+        outs = step.kernel(st, ins);
     } catch (...) {
       rethrow_with_context(inst);
     }
