@@ -416,7 +416,7 @@ def test_host_small_vmapped_while_with_buffers():
 def test_host_small_integer_edge_cases_in_a_while():
     # every host integer op at its edge cases, on a carried counter the
     # predicate reads (so the loop runs on host values), with a switch on
-    # the counter and integer reductions over a small vector
+    # the counter (its index read without a wait) and integer reductions
     def f(buf):
         def cond(c):
             i, v, buf = c
@@ -429,7 +429,8 @@ def test_host_small_integer_edge_cases_in_a_while():
             row = jnp.concatenate([_index_ops(i), jnp.stack([branch.sum(), branch.max(),
                                                             jnp.bitwise_or.reduce(branch),
                                                             lax.reduce(branch, np.int32(7), lax.add, (0,))])])
-            return i + 1, jnp.where(i % 4 == 0, branch, v + 1), buf.at[i % 16].set(row)
+            # the state the predicate reads comes from host work only
+            return i + 1, jnp.where(i % 4 == 0, (v * 3) % 50, v + 1), buf.at[i % 16].set(row)
 
         return lax.while_loop(cond, body, (jnp.int32(0), jnp.arange(4, dtype=jnp.int32), buf))
 
@@ -455,6 +456,17 @@ def test_host_small_moves_floats_without_arithmetic():
     v = np.array([1.5, -0.0, np.nan, 3.25], np.float32)
     w = np.array([np.inf, 2.0, -7.5, 1e-40], np.float32)  # a subnormal moves unchanged
     assert host_steps(f, v, w) > 0
+
+
+def test_host_small_not_used_when_the_predicate_needs_mlx_work():
+    # the predicate reads a value a switch computes (no host form): the loop
+    # waits for MLX each iteration and keeps its traced segments
+    def f(v):
+        def body(c):
+            i, v = c
+            return i + 1, lax.switch(i % 2, [lambda: v + 3, lambda: v * 2])
+        return lax.while_loop(lambda c: jnp.all(c[1] < 1000) & (c[0] < 50), body, (jnp.int32(0), v))
+    assert host_steps(f, np.arange(4, dtype=np.int32)) == 0
 
 
 def test_host_small_not_used_for_float_predicates():
