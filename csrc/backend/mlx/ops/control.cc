@@ -42,14 +42,6 @@ void take_effects(RunState& st, Arrays& pending) {
   st.effects.clear();
 }
 
-// Whether the predicate can come out of host kernels (host_small.h) every
-// iteration: the condition holds constants and steps with a host form only,
-// and so does everything in the body that computes the state it reads (its
-// slice of the body, down to the loop's parameters and captured values). A
-// loop whose predicate depends on MLX work (a float test) keeps the path
-// that waits for it, and its body keeps its traced segments: running them
-// step by step for the host's sake only costs fusion there (NumPyro's NUTS
-// ran 2.6x the primitives).
 // A function whose every instruction has a host form (JAX's private
 // helpers: remainder, _where, ...): a call of it computes on the host step by
 // step when its operands are host values.
@@ -73,6 +65,14 @@ bool host_step(const compiler::Plan& plan, const RegionProgram::Step& step) {
          host_function(plan, step.inst->attr_str("callee", ""));
 }
 
+// Whether the predicate can come out of host kernels (host_small.h) every
+// iteration: the condition holds constants and steps with a host form only,
+// and so does everything in the body that computes the state it reads (its
+// slice of the body, down to the loop's parameters and captured values). A
+// loop whose predicate depends on MLX work (a float test) keeps the path
+// that waits for it, and its body keeps its traced segments: running them
+// step by step for the host's sake only costs fusion there (NumPyro's NUTS
+// ran 2.6x the primitives).
 bool host_predicate(const compiler::Plan& plan, const RegionProgram& cond,
                     const RegionProgram& body) {
   using compiler::Opcode;
