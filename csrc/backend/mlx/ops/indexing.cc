@@ -96,12 +96,18 @@ struct StartPlan {
     for (int d = 0; d < static_cast<int>(fixed.size()); ++d) {
       bool dyn = std::find(dynamic.begin(), dynamic.end(), d) != dynamic.end();
       if (dyn) {
-        // Broadcast, not reshape, to one element before the clamp: a traced
-        // segment fuses a broadcast into the clamp's kernel, where a reshape
-        // would be one more node per index per run (loop bodies).
+        // Traced (a segment, a loop block): broadcast to one element before
+        // the clamp, which fuses into the clamp's kernel, where a reshape
+        // after it would be one more node per index per run. Eager: the
+        // clamp, then a reshape (one node either way).
         const mx::Shape one{1};
         auto h = clamp_on_host(args[first + d], it, std::max<int64_t>(hi[d], 0), &one);
-        parts.push_back(h ? *h : clamp_index(mx::broadcast_to(args[first + d], one), it, hi[d]));
+        if (h)
+          parts.push_back(*h);
+        else if (tracing_segment())
+          parts.push_back(clamp_index(mx::broadcast_to(args[first + d], one), it, hi[d]));
+        else
+          parts.push_back(mx::reshape(clamp_index(args[first + d], it, hi[d]), one));
       } else if (fixed[d] != 0) {
         parts.push_back(mx::array({fixed[d]}, mx::int32));
       } else {
