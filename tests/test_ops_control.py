@@ -402,15 +402,16 @@ def test_host_small_vmapped_while_with_buffers():
             step, xs = c
             # (batched indices make gathers with batching dims; their index
             # components are taken and clamped on the host)
-            v = jnp.tanh(xs[step // 2]) * 2 + lax.dynamic_slice(xs, (step // 3,), (1,))[0]
+            v = xs[step // 2] * 0.5 + lax.dynamic_slice(xs, (step // 3,), (1,))[0] * 0.25
             return step + 1, xs.at[step].set(v + step + m[step % 8, (step * 3) % 9 - 1])
         return lax.while_loop(lambda c: c[0] < xs.shape[0], body, (start, xs))
 
     starts = np.array([0, 3, 7], np.int32)
-    xs = np.linspace(-1, 1, 3 * 40, dtype=np.float32).reshape(3, 40)
+    xs = (np.arange(3 * 40, dtype=np.float32) / 8 - 7).reshape(3, 40)
     m = np.arange(3 * 64, dtype=np.float32).reshape(3, 8, 8)
-    # tanh is MLX's on one side and XLA's on the other: ulps apart
-    assert host_steps(jax.vmap(one), starts, xs, m, rtol=2e-6, atol=2e-6) > 0
+    # products by powers of two are exact and each add is rounded once, the
+    # same way on both sides: the results must be equal
+    assert host_steps(jax.vmap(one), starts, xs, m) > 0
 
 
 def test_host_small_integer_edge_cases_in_a_while():

@@ -180,6 +180,15 @@ HostForm select_kernel(const compiler::Plan& plan, const Instruction& inst) {
   };
 }
 
+// Data movement: result element i is operand element src[i].
+HostForm gather_kernel(TensorType out, std::vector<TensorType> ins, std::vector<size_t> src) {
+  return [out, ins, src](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    res.push_back(pick(in[0], nullptr, src, out));
+    return true;
+  };
+}
+
 HostForm broadcast_kernel(const compiler::Plan& plan, const Instruction& inst) {
   const TensorType out = plan.type(inst.results[0]);
   std::vector<TensorType> ins = operand_types(plan, inst);
@@ -198,11 +207,7 @@ HostForm broadcast_kernel(const compiler::Plan& plan, const Instruction& inst) {
     }
     src[i] = static_cast<size_t>(o);
   }
-  return [out, ins, src](const Arrays& in, Arrays& res) {
-    if (!all_readable(in, ins)) return false;
-    res.push_back(pick(in[0], nullptr, src, out));
-    return true;
-  };
+  return gather_kernel(out, std::move(ins), std::move(src));
 }
 
 HostForm reshape_kernel(const compiler::Plan& plan, const Instruction& inst) {
@@ -213,11 +218,7 @@ HostForm reshape_kernel(const compiler::Plan& plan, const Instruction& inst) {
     return {};
   std::vector<size_t> src(static_cast<size_t>(out.num_elements()));
   for (size_t i = 0; i < src.size(); ++i) src[i] = i;
-  return [out, ins, src](const Arrays& in, Arrays& res) {
-    if (!all_readable(in, ins)) return false;
-    res.push_back(pick(in[0], nullptr, src, out));
-    return true;
-  };
+  return gather_kernel(out, std::move(ins), std::move(src));
 }
 
 HostForm iota_kernel(const compiler::Plan& plan, const Instruction& inst) {
