@@ -382,6 +382,37 @@ def test_host_fold_leaves_carry_dependent_work_in_the_graph():
     assert folded_runs(f, np.zeros(32, np.int32)) == 48
 
 
+def _slice_start_loop(n, it):
+    """A counted loop whose dynamic_slice / dynamic_update_slice starts are
+    folded values of index type `it` that leave [0, dim - size] on both
+    sides (lax's ops pass them on unnormalized: StableHLO clamps)."""
+    def f(buf, grid):
+        def body(i, c):
+            buf, grid = c
+            a = (i * 7).astype(it) - it(20)          # negative early, past the end late
+            b = ((i * 5) % 23).astype(it)            # up to 22, past 13 - 3
+            row = lax.dynamic_slice(buf, (a,), (4,))
+            win = lax.dynamic_slice(grid, (b, a), (3, 2))
+            buf = lax.dynamic_update_slice(buf, row[::-1] + win.sum().astype(buf.dtype), (b,))
+            grid = lax.dynamic_update_slice(grid, win * 2 + 1, (a - it(3), b))
+            return buf, grid
+        return lax.fori_loop(0, n, body, (buf, grid))
+    return f, np.arange(40, dtype=np.int32), np.arange(13 * 9, dtype=np.int32).reshape(13, 9)
+
+
+@pytest.mark.parametrize("it", [np.int32, np.uint32, np.int8, np.int16])
+def test_host_fold_clamps_slice_starts_on_the_host(it):
+    # The starts' clamps are host work too (HostFold::Start): exact against
+    # XLA:CPU with starts below 0 and past the bound (uint32: the negative
+    # ones wrap to huge values; int8: the dims' bounds fit the type), and
+    # the traced block holds no clamp kernel.
+    from oracle import primitives_per_call
+    f, buf, grid = _slice_start_loop(64, it)
+    assert folded_runs(f, buf, grid) == 48
+    prims = primitives_per_call(f, buf, grid)
+    assert not [k for k in prims if "Minimum" in k or "Maximum" in k], prims
+
+
 # ---------------------------------------------------------------------------
 # Small values on the host (host_small.h): in a general while loop whose
 # predicate is integer/pred work, the steps on computed small values run on

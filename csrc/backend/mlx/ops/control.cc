@@ -257,9 +257,13 @@ struct Blocks {
         size_t k = n + m;
         size_t folded = k + kEvalEvery * tracked.size();
         if (f != nullptr) trace.skip = &f->skip();
+        HostClampedStarts starts;
         for (uint64_t j = 0; j < kEvalEvery; ++j) {
-          if (f != nullptr)
+          if (f != nullptr) {
             for (compiler::ValueId v : f->inputs()) trace.slots[v] = args[folded++];
+            starts.set(*f, trace.slots, args.begin() + static_cast<std::ptrdiff_t>(folded));
+            folded += f->starts().size();
+          }
           s = b->run(trace, s);
           for (size_t index : tracked) s[index] = args[k++];
         }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/mlx/dtype.h"
+#include "backend/mlx/ops/indexing.h"
 
 namespace pjrtx::backend {
 
@@ -187,14 +188,43 @@ struct Analyzer {
     }
   }
 
+  // A folded operand k of a slice-like instruction that is one of its
+  // start indices: the host clamps it too (HostFold::Start).
+  void add_start(const Instruction& inst, size_t k) {
+    size_t first = inst.op == Opcode::dynamic_slice ? 1 : 2;
+    if (k < first) return;
+    const compiler::TensorType& in = plan.type(inst.operands[0]);
+    size_t d = k - first;
+    if (d >= in.shape.size()) return;
+    int64_t size;
+    if (inst.op == Opcode::dynamic_slice) {
+      auto sizes = inst.attr_ints("slice_sizes");
+      if (d >= sizes.size()) return;
+      size = sizes[d];
+    } else {
+      const compiler::TensorType& upd = plan.type(inst.operands[1]);
+      if (d >= upd.shape.size()) return;
+      size = upd.shape[d];
+    }
+    ValueId v = inst.operands[k];
+    HostFold::Start s{v, plan.type(v).dtype, in.shape[d] - size};
+    for (const HostFold::Start& t : fold.starts_)
+      if (t.value == s.value && t.hi == s.hi) return;
+    fold.starts_.push_back(s);
+  }
+
   // Folded values read by an instruction that is not skipped, or returned
   // by a region: those enter the traced block as inputs.
   void find_inputs(const Region& r, std::vector<uint8_t>& needed) {
     for (const Instruction& inst : r.body) {
       bool skipped = !inst.results.empty() && fold.skip_[inst.results[0]];
+      bool sliced = inst.op == Opcode::dynamic_slice || inst.op == Opcode::dynamic_update_slice;
       if (!skipped)
-        for (ValueId v : inst.operands)
-          if (fold.skip_[v]) needed[v] = 1;
+        for (size_t k = 0; k < inst.operands.size(); ++k) {
+          if (!fold.skip_[inst.operands[k]]) continue;
+          needed[inst.operands[k]] = 1;
+          if (sliced) add_start(inst, k);
+        }
       for (const Region& sub : inst.regions) find_inputs(sub, needed);
     }
     for (ValueId v : r.returns)
@@ -241,7 +271,7 @@ Arrays HostFold::evaluate(const std::vector<Int128>& ivs) const {
     }
   }
   Arrays out;
-  out.reserve(inputs_.size());
+  out.reserve(inputs_.size() + starts_.size());
   for (ValueId id : inputs_) {
     // Built with its shape (a reshape would be one more node per input).
     const compiler::TensorType& t = plan_->type(id);
@@ -257,7 +287,39 @@ Arrays HostFold::evaluate(const std::vector<Int128>& ivs) const {
       out.emplace_back(&x, shape, to_mlx(t.dtype));
     }
   }
+  for (const Start& s : starts_) {
+    int32_t x = ops::clamp_index_value(v[s.value], s.dtype, s.hi);
+    out.emplace_back(&x, mx::Shape{1}, mx::int32);
+  }
   return out;
+}
+
+namespace {
+struct Registered {
+  std::uintptr_t index;
+  int64_t hi;
+  mx::array start;
+};
+thread_local std::vector<Registered> t_starts;
+}  // namespace
+
+HostClampedStarts::~HostClampedStarts() { t_starts.clear(); }
+
+void HostClampedStarts::set(const HostFold& fold,
+                            const std::vector<std::optional<mx::array>>& slots,
+                            Arrays::const_iterator clamped) {
+  t_starts.clear();
+  for (const HostFold::Start& s : fold.starts()) {
+    const auto& index = slots.at(s.value);
+    if (index) t_starts.push_back({index->id(), s.hi, *clamped});
+    ++clamped;
+  }
+}
+
+std::optional<mx::array> host_clamped_start(const mx::array& index, int64_t hi) {
+  for (const Registered& r : t_starts)
+    if (r.index == index.id() && r.hi == hi) return r.start;
+  return std::nullopt;
 }
 
 }  // namespace pjrtx::backend

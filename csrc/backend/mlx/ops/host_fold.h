@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -41,8 +42,18 @@ class HostFold {
   // The folded values something that is not folded reads, in a fixed order:
   // what an iteration takes as inputs.
   const std::vector<compiler::ValueId>& inputs() const { return inputs_; }
-  // The values of inputs() for an iteration where tracked[k] holds ivs[k].
-  // Executor thread only (reuses a scratch buffer).
+  // A dynamic_slice or dynamic_update_slice start that reads a folded
+  // value (an input): the host clamps it too, as clamp_index would for the
+  // slice's bound `hi`, so the block holds no clamp kernel per index.
+  struct Start {
+    compiler::ValueId value;
+    compiler::DType dtype;
+    int64_t hi;
+  };
+  const std::vector<Start>& starts() const { return starts_; }
+  // For an iteration where tracked[k] holds ivs[k]: the values of inputs(),
+  // then the clamped starts() as int32[1]. Executor thread only (reuses a
+  // scratch buffer).
   Arrays evaluate(const std::vector<Int128>& ivs) const;
   // Instructions skipped per iteration (for tests and tracing).
   size_t folded_count() const { return folded_count_; }
@@ -56,9 +67,26 @@ class HostFold {
   std::vector<Action> actions_;
   std::vector<uint8_t> skip_;
   std::vector<compiler::ValueId> inputs_;
+  std::vector<Start> starts_;
   size_t folded_count_ = 0;
   mutable Values scratch_;  // constants preloaded
   friend struct Analyzer;
 };
+
+// While a block is traced, per iteration: the host-clamped start for a
+// folded index (the placeholder array its slot holds) and a slice's bound.
+// A scope owns the registrations (the placeholders die with the trace).
+class HostClampedStarts {
+ public:
+  HostClampedStarts() = default;
+  HostClampedStarts(const HostClampedStarts&) = delete;
+  HostClampedStarts& operator=(const HostClampedStarts&) = delete;
+  ~HostClampedStarts();
+  // Replaces the previous iteration's registrations.
+  void set(const HostFold& fold, const std::vector<std::optional<mx::array>>& slots,
+           Arrays::const_iterator clamped);
+};
+// The registered start for `index` and `hi` (indexing.cc), else nullopt.
+std::optional<mx::array> host_clamped_start(const mx::array& index, int64_t hi);
 
 }  // namespace pjrtx::backend

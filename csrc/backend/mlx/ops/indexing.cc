@@ -7,6 +7,7 @@
 #include "backend/mlx/ops/scatter_in_place.h"
 
 #include "backend/mlx/host_small.h"
+#include "backend/mlx/ops/host_fold.h"
 
 #include <algorithm>
 #include <complex>
@@ -35,15 +36,17 @@ std::optional<mx::array> clamp_on_host(const mx::array& idx, DType t, int64_t hi
   auto v = computed_ints(idx);
   if (!v) return std::nullopt;
   std::vector<int32_t> out(v->size());
-  for (size_t i = 0; i < v->size(); ++i) {
-    Int128 x = (*v)[i];
-    if (hi <= type_max(t) && x > hi) x = hi;
-    if (compiler::is_signed_int(t) && x < 0) x = 0;
-    out[i] = static_cast<int32_t>(x);
-  }
+  for (size_t i = 0; i < v->size(); ++i) out[i] = clamp_index_value((*v)[i], t, hi);
   return mx::array(out.begin(), shape != nullptr ? *shape : idx.shape(), mx::int32);
 }
 }  // namespace
+
+int32_t clamp_index_value(Int128 x, DType t, int64_t hi) {
+  hi = std::max<int64_t>(hi, 0);
+  if (hi <= type_max(t) && x > hi) x = hi;
+  if (compiler::is_signed_int(t) && x < 0) x = 0;
+  return static_cast<int32_t>(x);
+}
 
 mx::array clamp_index(const mx::array& idx, DType t, int64_t hi) {
   mx::Dtype dt = idx.dtype();
@@ -102,6 +105,7 @@ struct StartPlan {
         // clamp, then a reshape (one node either way).
         const mx::Shape one{1};
         auto h = clamp_on_host(args[first + d], it, std::max<int64_t>(hi[d], 0), &one);
+        if (!h) h = host_clamped_start(args[first + d], hi[d]);
         if (h)
           parts.push_back(*h);
         else if (tracing_segment())

@@ -7,7 +7,12 @@
 
 #include <cstdint>
 
+#include "backend/mlx/host_int.h"
+
 namespace pjrtx::backend::ops {
+
+// clamp_index's answer for one index known on the host.
+int32_t clamp_index_value(Int128 x, DType t, int64_t hi);
 
 // idx (any integer type) clamped to [0, hi] and cast to int32. Comparing in
 // the index's own type keeps huge unsigned values from wrapping negative.
