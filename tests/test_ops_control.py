@@ -490,6 +490,38 @@ def test_host_small_moves_floats_without_arithmetic():
     assert host_steps(f, v, w) > 0
 
 
+def test_host_small_slices_concatenates_and_random_bits():
+    # static slices (strided), concatenates and dynamic slices of small
+    # integer values, and JAX's threefry (a counted loop of rotations over
+    # slices of its constants, keys built by concatenation) on a counter the
+    # predicate reads: all host work, bit-exact against XLA:CPU, and no
+    # MLX primitive for any of it (the float buffer write stays MLX's)
+    import jax.random as jr
+    from oracle import primitives_per_call
+
+    def f(buf, table):
+        def body(c):
+            i, v, buf = c
+            key = jr.PRNGKey(i)
+            r = jr.randint(key, (3,), 0, 1000)
+            grid = jnp.concatenate([v.reshape(2, 3), r.reshape(1, 3), table[:4:2, 1:]], axis=0)
+            cut = jnp.concatenate([grid[1:, ::2], grid[:4, 1:2]], axis=1)     # (4, 2) and (4, 1)
+            # starts below 0 and past the bound; uint8 starts wrap to large
+            d = lax.dynamic_slice(grid, (i % 7 - 3, (i * 5) % 9 - 4), (2, 2))
+            u = lax.dynamic_slice(table, ((i * 3).astype(jnp.uint8), jnp.uint8(1)), (3, 1))
+            row = jnp.concatenate([r, cut.reshape(-1)[:6], d.reshape(-1), u.reshape(-1)])
+            return i + 1, (v + r[:1] + row[5]) % 97, buf.at[i % 8].set(row)
+        return lax.while_loop(lambda c: (c[0] < 40) & (c[1][0] >= 0), body,
+                              (jnp.int32(0), jnp.arange(6, dtype=jnp.int32), buf))
+
+    buf = np.zeros((8, 16), np.int32)
+    table = np.arange(24, dtype=np.int32).reshape(6, 4) * 7 - 50
+    assert host_steps(f, buf, table) > 0
+    prims = primitives_per_call(f, buf, table)
+    moved = [k for k in prims if any(op in k for op in ("Xor", "Shift", "Slice", "Concatenate"))]
+    assert not moved, prims
+
+
 def test_host_small_not_used_when_the_predicate_needs_mlx_work():
     # the predicate reads a value a switch computes (no host form): the loop
     # waits for MLX each iteration and keeps its traced segments

@@ -6,6 +6,7 @@
 
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/host_int.h"
+#include "backend/mlx/ops/indexing.h"
 
 namespace pjrtx::backend {
 
@@ -221,6 +222,113 @@ HostForm reshape_kernel(const compiler::Plan& plan, const Instruction& inst) {
   return gather_kernel(out, std::move(ins), std::move(src));
 }
 
+// Coordinates of element i of `shape` (row-major strides `st`).
+int64_t coord(int64_t i, const std::vector<int64_t>& st, const compiler::Shape& shape, size_t d) {
+  return (i / st[d]) % shape[d];
+}
+
+HostForm slice_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  if (ins.size() != 1 || !movable(out.dtype) || ins[0].dtype != out.dtype) return {};
+  const auto& start = inst.attr_ints("start_indices");
+  const auto& strides = inst.attr_ints("strides");
+  const size_t rank = out.shape.size();
+  if (start.size() != rank || strides.size() != rank || ins[0].shape.size() != rank) return {};
+  const std::vector<int64_t> ist = strides_of(ins[0].shape), ost = strides_of(out.shape);
+  std::vector<size_t> src(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < src.size(); ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t c = start[d] + coord(static_cast<int64_t>(i), ost, out.shape, d) * strides[d];
+      if (c < 0 || c >= ins[0].shape[d]) return {};  // the lowering names the bad slice
+      o += c * ist[d];
+    }
+    src[i] = static_cast<size_t>(o);
+  }
+  return gather_kernel(out, std::move(ins), std::move(src));
+}
+
+// concatenate along `dimension`: element i of the result is element
+// src[i].second of operand src[i].first.
+HostForm concatenate_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  const int64_t axis = inst.attr_int("dimension", -1);
+  if (ins.empty() || !movable(out.dtype) || axis < 0 || axis >= out.rank()) return {};
+  std::vector<int64_t> offset;
+  int64_t at = 0;
+  for (const TensorType& t : ins) {
+    if (t.dtype != out.dtype || t.rank() != out.rank()) return {};
+    offset.push_back(at);
+    at += t.shape[axis];
+  }
+  if (at != out.shape[axis]) return {};
+  const std::vector<int64_t> ost = strides_of(out.shape);
+  std::vector<std::pair<size_t, size_t>> src(static_cast<size_t>(out.num_elements()));
+  for (size_t i = 0; i < src.size(); ++i) {
+    int64_t c = coord(static_cast<int64_t>(i), ost, out.shape, static_cast<size_t>(axis));
+    size_t k = 0;
+    while (k + 1 < ins.size() && c >= offset[k + 1]) ++k;
+    const std::vector<int64_t> kst = strides_of(ins[k].shape);
+    int64_t o = 0;
+    for (int64_t d = 0; d < out.rank(); ++d) {
+      int64_t cd = coord(static_cast<int64_t>(i), ost, out.shape, static_cast<size_t>(d));
+      o += (d == axis ? cd - offset[k] : cd) * kst[d];
+    }
+    src[i] = {k, static_cast<size_t>(o)};
+  }
+  return [out, ins, src](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    mx::Shape shape = to_mlx_shape(out.shape);
+    res.push_back(with_storage_type(in[0].dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      std::vector<T> data(src.size());
+      for (size_t i = 0; i < src.size(); ++i) data[i] = in[src[i].first].data<T>()[src[i].second];
+      return mx::array(data.begin(), shape, in[0].dtype());
+    }));
+    return true;
+  };
+}
+
+// dynamic_slice of a small operand at computed starts, clamped as the
+// lowering clamps them (ops::clamp_index_value).
+HostForm dynamic_slice_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  const auto& sizes = inst.attr_ints("slice_sizes");
+  const int64_t rank = out.rank();
+  if (ins.size() != static_cast<size_t>(rank) + 1 || !movable(out.dtype) ||
+      ins[0].dtype != out.dtype || ins[0].rank() != rank ||
+      sizes.size() != static_cast<size_t>(rank))
+    return {};
+  for (int64_t d = 0; d < rank; ++d) {
+    const TensorType& t = ins[static_cast<size_t>(d) + 1];
+    if (sizes[d] != out.shape[d] || sizes[d] > ins[0].shape[d] || t.num_elements() != 1 ||
+        !host_int::int_type(t.dtype) || t.dtype == DType::kPred)
+      return {};
+  }
+  return [out, ins, rank](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    std::vector<int64_t> start(static_cast<size_t>(rank));
+    for (int64_t d = 0; d < rank; ++d)
+      start[d] = ops::clamp_index_value(read_int_elem(in[static_cast<size_t>(d) + 1], 0),
+                                        ins[static_cast<size_t>(d) + 1].dtype,
+                                        ins[0].shape[d] - out.shape[d]);
+    const std::vector<int64_t> ist = strides_of(ins[0].shape), ost = strides_of(out.shape);
+    std::vector<size_t> src(static_cast<size_t>(out.num_elements()));
+    for (size_t i = 0; i < src.size(); ++i) {
+      int64_t o = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        o += (start[d] + coord(static_cast<int64_t>(i), ost, out.shape, static_cast<size_t>(d))) *
+             ist[d];
+      src[i] = static_cast<size_t>(o);
+    }
+    res.push_back(pick(in[0], nullptr, src, out));
+    return true;
+  };
+}
+
 HostForm iota_kernel(const compiler::Plan& plan, const Instruction& inst) {
   const TensorType out = plan.type(inst.results[0]);
   if (!host_int::int_type(out.dtype) || out.dtype == DType::kPred) return {};
@@ -326,6 +434,9 @@ HostForm host_small_kernel(const compiler::Plan& plan, const Instruction& inst) 
     case Opcode::broadcast_in_dim: return broadcast_kernel(plan, inst);
     case Opcode::reshape: return reshape_kernel(plan, inst);
     case Opcode::iota: return iota_kernel(plan, inst);
+    case Opcode::slice: return slice_kernel(plan, inst);
+    case Opcode::concatenate: return concatenate_kernel(plan, inst);
+    case Opcode::dynamic_slice: return dynamic_slice_kernel(plan, inst);
     case Opcode::reduce: return reduce_kernel(plan, inst);
     default:
       if (host_int::elementwise(plan, inst)) return elementwise_kernel(plan, inst);
