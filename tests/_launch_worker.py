@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-if mode in ("peer_dies", "peer_stuck", "devices_mismatch", "port_in_use"):
+if mode in ("peer_dies", "peer_stuck", "devices_mismatch", "processes_mismatch", "port_in_use"):
     from pjrtx import jax_plugin
     jax_plugin.ensure_registered()
     port, pid = sys.argv[2], int(sys.argv[3])
@@ -21,13 +21,16 @@ if mode in ("peer_dies", "peer_stuck", "devices_mismatch", "port_in_use"):
         os.environ["PJRTX_DEVICES"] = str(1 + pid)  # process 1 has 2, process 0 has 1
     if mode == "port_in_use" and pid == 1:
         os.environ.pop("PJRTX_DISTRIBUTED_PORT", None)  # only process 0 gets the busy port
+    # processes_mismatch: process 1 counts 3 processes (the coordinator's
+    # service, process 0's, counts 2, so jaxlib lets both connect)
+    count = 2 + pid if mode == "processes_mismatch" else 2
     try:
-        jax.distributed.initialize(coordinator_address=address, num_processes=2, process_id=pid,
-                                   initialization_timeout=20)
+        jax.distributed.initialize(coordinator_address=address, num_processes=count,
+                                   process_id=pid, initialization_timeout=20)
         devs = jax.devices("pjrtx")
     except Exception as e:  # noqa: BLE001 - the test reads the message
         print(f"RAISED {type(e).__name__}: {e}", flush=True)
-        if mode == "devices_mismatch":
+        if mode in ("devices_mismatch", "processes_mismatch"):
             # both fail here: meet at the shutdown barrier, so neither
             # takes the coordination service (process 0's) away from the
             # other before it has read the other's entry

@@ -1,7 +1,7 @@
 """python -m pjrtx launch, and what a multi-process run does when it goes
 wrong: a failing worker stops the others, a dead peer fails the survivors'
 collectives with a clear error at once, and processes that disagree on
-their device count are refused when the client is created."""
+their device or process count are refused when the client is created."""
 import os
 import re
 import socket
@@ -86,6 +86,24 @@ def test_processes_with_different_device_counts_are_refused():
         assert rc == 0, err[-3000:]
         assert "RAISED" in out, out + err[-2000:]
         assert "every process needs the same PJRTX_DEVICES" in out, out
+
+
+def test_processes_with_different_process_counts_are_refused_at_once():
+    # Process 1 says 3 processes, process 0 (whose coordination service
+    # counts 2) says 2: both fail at client creation naming the counts,
+    # at once rather than after PJRTX_DISTRIBUTED_TIMEOUT_S (a process
+    # waiting for a third process that never comes). (A process that counts
+    # fewer than the coordinator's service is stopped by jaxlib's own
+    # connect, before pjrtx is loaded.)
+    t0 = time.monotonic()
+    outs = _pair("processes_mismatch", PJRTX_DISTRIBUTED_TIMEOUT_S="100")
+    assert time.monotonic() - t0 < 90
+    for pid, (rc, out, err) in enumerate(outs):
+        assert rc == 0, err[-3000:]
+        assert "RAISED" in out and "INVALID_ARGUMENT" in out, out + err[-2000:]
+        other, counts = (1, (3, 2)) if pid == 0 else (0, (2, 3))
+        assert (f"process {other} was started with {counts[0]} processes and this one "
+                f"(process {pid}) with {counts[1]}") in out, out
 
 
 def test_a_busy_ring_port_is_a_clear_error():

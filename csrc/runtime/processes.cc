@@ -80,19 +80,21 @@ std::string hostname() {
 
 // Fields never contain '\n' (kinds, host names, addresses).
 std::string encode(const PeerInfo& p) {
-  return std::to_string(p.local_devices) + "\n" + p.kind + "\n" + p.hostname + "\n" + p.address;
+  return std::to_string(p.local_devices) + "\n" + p.kind + "\n" + p.hostname + "\n" + p.address +
+         "\n" + std::to_string(p.num_processes);
 }
 
 PeerInfo decode(const std::string& s, int node) {
   std::istringstream in(s);
   PeerInfo p;
-  std::string n;
+  std::string n, count;
   if (!std::getline(in, n) || !std::getline(in, p.kind) || !std::getline(in, p.hostname) ||
-      !std::getline(in, p.address))
+      !std::getline(in, p.address) || !std::getline(in, count))
     throw Error(ErrorCode::kInternal, "pjrtx: process " + std::to_string(node) +
                                           " published an unreadable entry in JAX's key-value "
                                           "store (another pjrtx version?)");
   p.local_devices = std::stoi(n);
+  p.num_processes = std::stoi(count);
   return p;
 }
 
@@ -136,13 +138,15 @@ std::vector<PeerInfo> exchange_peer_info(const ProcessOptions& options, const Pe
   auto key = [gen](int node) {
     return "client/" + std::to_string(gen) + "/process/" + std::to_string(node);
   };
-  options.kv->put(key(options.node_id), encode(mine));
+  PeerInfo published = mine;
+  published.num_processes = options.num_nodes;
+  options.kv->put(key(options.node_id), encode(published));
   const int timeout = distributed_timeout_ms();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
   std::vector<PeerInfo> peers(options.num_nodes);
   for (int n = 0; n < options.num_nodes; ++n) {
     if (n == options.node_id) {
-      peers[n] = mine;
+      peers[n] = published;
       continue;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -159,6 +163,16 @@ std::vector<PeerInfo> exchange_peer_info(const ProcessOptions& options, const Pe
                       " to create its pjrtx client (PJRTX_DISTRIBUTED_TIMEOUT_S; does every "
                       "process use pjrtx with the same jax.distributed settings?): " + e.what());
     }
+    // Read at once, so that both sides of a mismatch fail now (a process
+    // that counts more processes would otherwise wait for one that never
+    // comes). A process that counts fewer than the coordinator's service
+    // never gets here: jaxlib's connect waits for the missing one.
+    if (peers[n].num_processes != options.num_nodes)
+      invalid_argument("pjrtx: process ", n, " was started with ", peers[n].num_processes,
+                       " processes and this one (process ", options.node_id, ") with ",
+                       options.num_nodes,
+                       ": every process needs the same num_processes in "
+                       "jax.distributed.initialize");
   }
   return peers;
 }

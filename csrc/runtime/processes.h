@@ -30,6 +30,7 @@ struct PeerInfo {
   std::string kind;      // the devices' kind ("MLX CPU", ...)
   std::string hostname;
   std::string address;   // "ip:port" where MLX's ring accepts this process
+  int num_processes = 0;  // the process count this process was started with
 };
 
 // Publishes `mine` under this client's key and reads every process's
