@@ -98,19 +98,29 @@ auto with_storage_type(mx::Dtype dt, F&& f) {
   }
 }
 
-// An array of type `t` whose element i is element src[i] of `a` when
-// src[i] < a.size(), else element src[i] - a.size() of `b` (same dtype).
-mx::array pick(const mx::array& a, const mx::array* b, const std::vector<size_t>& src,
+// An array of type `t` whose element i is element src[i] of the sources
+// laid end to end (all of one dtype): src[i] < a.size() reads `a`, the
+// next b.size() read `b`, and so on.
+mx::array pick(const std::vector<const mx::array*>& from, const std::vector<size_t>& src,
                const TensorType& t) {
   mx::Shape shape = to_mlx_shape(t.shape);
-  return with_storage_type(a.dtype(), [&](auto zero) {
+  const mx::Dtype dt = from.front()->dtype();
+  return with_storage_type(dt, [&](auto zero) {
     using T = decltype(zero);
+    std::vector<const T*> base;
+    std::vector<size_t> end;
+    size_t at = 0;
+    for (const mx::array* a : from) {
+      base.push_back(a->data<T>());
+      end.push_back(at += a->size());
+    }
     std::vector<T> data(src.size());
-    const T* pa = a.data<T>();
-    const T* pb = b != nullptr ? b->data<T>() : nullptr;
-    const size_t na = a.size();
-    for (size_t i = 0; i < src.size(); ++i) data[i] = src[i] < na ? pa[src[i]] : pb[src[i] - na];
-    return mx::array(data.begin(), shape, a.dtype());
+    for (size_t i = 0; i < src.size(); ++i) {
+      size_t k = 0;
+      while (src[i] >= end[k]) ++k;
+      data[i] = base[k][src[i] - (end[k] - from[k]->size())];
+    }
+    return mx::array(data.begin(), shape, dt);
   });
 }
 
@@ -176,7 +186,7 @@ HostForm select_kernel(const compiler::Plan& plan, const Instruction& inst) {
     const bool* p = in[0].data<bool>();
     std::vector<size_t> src(n);
     for (size_t i = 0; i < n; ++i) src[i] = p[in[0].size() == 1 ? 0 : i] ? i : n + i;
-    res.push_back(pick(in[1], &in[2], src, out));
+    res.push_back(pick({&in[1], &in[2]}, src, out));
     return true;
   };
 }
@@ -185,7 +195,7 @@ HostForm select_kernel(const compiler::Plan& plan, const Instruction& inst) {
 HostForm gather_kernel(TensorType out, std::vector<TensorType> ins, std::vector<size_t> src) {
   return [out, ins, src](const Arrays& in, Arrays& res) {
     if (!all_readable(in, ins)) return false;
-    res.push_back(pick(in[0], nullptr, src, out));
+    res.push_back(pick({&in[0]}, src, out));
     return true;
   };
 }
@@ -265,28 +275,25 @@ HostForm concatenate_kernel(const compiler::Plan& plan, const Instruction& inst)
   }
   if (at != out.shape[axis]) return {};
   const std::vector<int64_t> ost = strides_of(out.shape);
-  std::vector<std::pair<size_t, size_t>> src(static_cast<size_t>(out.num_elements()));
+  std::vector<size_t> src(static_cast<size_t>(out.num_elements()));
   for (size_t i = 0; i < src.size(); ++i) {
     int64_t c = coord(static_cast<int64_t>(i), ost, out.shape, static_cast<size_t>(axis));
     size_t k = 0;
-    while (k + 1 < ins.size() && c >= offset[k + 1]) ++k;
+    int64_t first = 0;  // operand k's first element in the sources laid end to end
+    while (k + 1 < ins.size() && c >= offset[k + 1]) first += ins[k++].num_elements();
     const std::vector<int64_t> kst = strides_of(ins[k].shape);
-    int64_t o = 0;
+    int64_t o = first;
     for (int64_t d = 0; d < out.rank(); ++d) {
       int64_t cd = coord(static_cast<int64_t>(i), ost, out.shape, static_cast<size_t>(d));
       o += (d == axis ? cd - offset[k] : cd) * kst[d];
     }
-    src[i] = {k, static_cast<size_t>(o)};
+    src[i] = static_cast<size_t>(o);
   }
   return [out, ins, src](const Arrays& in, Arrays& res) {
     if (!all_readable(in, ins)) return false;
-    mx::Shape shape = to_mlx_shape(out.shape);
-    res.push_back(with_storage_type(in[0].dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      std::vector<T> data(src.size());
-      for (size_t i = 0; i < src.size(); ++i) data[i] = in[src[i].first].data<T>()[src[i].second];
-      return mx::array(data.begin(), shape, in[0].dtype());
-    }));
+    std::vector<const mx::array*> from;
+    for (const mx::array& a : in) from.push_back(&a);
+    res.push_back(pick(from, src, out));
     return true;
   };
 }
@@ -308,14 +315,14 @@ HostForm dynamic_slice_kernel(const compiler::Plan& plan, const Instruction& ins
         !host_int::int_type(t.dtype) || t.dtype == DType::kPred)
       return {};
   }
-  return [out, ins, rank](const Arrays& in, Arrays& res) {
+  const std::vector<int64_t> ist = strides_of(ins[0].shape), ost = strides_of(out.shape);
+  return [out, ins, rank, ist, ost](const Arrays& in, Arrays& res) {
     if (!all_readable(in, ins)) return false;
     std::vector<int64_t> start(static_cast<size_t>(rank));
     for (int64_t d = 0; d < rank; ++d)
       start[d] = ops::clamp_index_value(read_int_elem(in[static_cast<size_t>(d) + 1], 0),
                                         ins[static_cast<size_t>(d) + 1].dtype,
                                         ins[0].shape[d] - out.shape[d]);
-    const std::vector<int64_t> ist = strides_of(ins[0].shape), ost = strides_of(out.shape);
     std::vector<size_t> src(static_cast<size_t>(out.num_elements()));
     for (size_t i = 0; i < src.size(); ++i) {
       int64_t o = 0;
@@ -324,7 +331,7 @@ HostForm dynamic_slice_kernel(const compiler::Plan& plan, const Instruction& ins
              ist[d];
       src[i] = static_cast<size_t>(o);
     }
-    res.push_back(pick(in[0], nullptr, src, out));
+    res.push_back(pick({&in[0]}, src, out));
     return true;
   };
 }
