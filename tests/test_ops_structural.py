@@ -207,8 +207,10 @@ def test_take_along_axis_fill_mask_needs_no_reshape():
     # JAX's bounds mask of take_along_axis reshapes the indices [n, 1] ->
     # [n, 1, 1] and reduces the unit dim away: with the compares moved
     # before the reshape, the two reshapes cancel (eager tier counted).
-    x = np.linspace(-1, 1, 40, dtype=np.float32).reshape(4, 10)
-    i = np.array([[3], [-1], [12], [0]], np.int32)
+    # (80 indices: more than a host lane takes, host_small.h, so the mask is
+    # MLX work as for any large index array.)
+    x = np.linspace(-1, 1, 800, dtype=np.float32).reshape(80, 10)
+    i = np.tile(np.array([[3], [-1], [12], [0]], np.int32), (20, 1))
     f = lambda x, i: jnp.take_along_axis(x, i, axis=1, mode="fill")  # noqa: E731
     assert_same(f, x, i)
     hist = primitives_per_call(f, x, i)

@@ -3,6 +3,8 @@
 #include <mlx/ops.h>
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/host_int.h"
@@ -196,6 +198,33 @@ HostForm gather_kernel(TensorType out, std::vector<TensorType> ins, std::vector<
   return [out, ins, src](const Arrays& in, Arrays& res) {
     if (!all_readable(in, ins)) return false;
     res.push_back(pick({&in[0]}, src, out));
+    return true;
+  };
+}
+
+// bitcast_convert between types of one width (u32 <-> f32: a random
+// draw's bits becoming a float): the same bytes, read as the new type.
+HostForm bitcast_kernel(const compiler::Plan& plan, const Instruction& inst) {
+  const TensorType out = plan.type(inst.results[0]);
+  std::vector<TensorType> ins = operand_types(plan, inst);
+  if (ins.size() != 1 || !movable(out.dtype) || !movable(ins[0].dtype) ||
+      out.dtype == DType::kPred || ins[0].dtype == DType::kPred ||
+      compiler::dtype_bits(out.dtype) != compiler::dtype_bits(ins[0].dtype) ||
+      out.num_elements() != ins[0].num_elements())
+    return {};
+  return [out, ins](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    const mx::Dtype dt = to_mlx(out.dtype);
+    res.push_back(with_storage_type(dt, [&](auto zero) {
+      using T = decltype(zero);
+      if constexpr (std::is_same_v<T, bool>) {
+        return in[0];  // not reached: pred is refused above
+      } else {
+        std::vector<T> data(in[0].size());
+        std::memcpy(data.data(), in[0].data<uint8_t>(), data.size() * sizeof(T));
+        return mx::array(data.begin(), to_mlx_shape(out.shape), dt);
+      }
+    }));
     return true;
   };
 }
@@ -439,6 +468,7 @@ HostForm host_small_kernel(const compiler::Plan& plan, const Instruction& inst) 
       if (host_int::elementwise(plan, inst)) return elementwise_kernel(plan, inst);
       return select_kernel(plan, inst);
     case Opcode::broadcast_in_dim: return broadcast_kernel(plan, inst);
+    case Opcode::bitcast_convert: return bitcast_kernel(plan, inst);
     case Opcode::reshape: return reshape_kernel(plan, inst);
     case Opcode::iota: return iota_kernel(plan, inst);
     case Opcode::slice: return slice_kernel(plan, inst);
@@ -450,6 +480,28 @@ HostForm host_small_kernel(const compiler::Plan& plan, const Instruction& inst) 
       return {};
   }
 }
+
+namespace {
+bool host_function_at(const compiler::Plan& plan, const std::string& name, int depth) {
+  const compiler::Function* f = plan.find_function(name);
+  if (f == nullptr || depth > 8) return false;
+  for (const Instruction& inst : f->body.body) {
+    if (inst.op == Opcode::constant) continue;
+    if (inst.op == Opcode::call) {
+      if (!host_function_at(plan, inst.attr_str("callee", ""), depth + 1)) return false;
+      continue;
+    }
+    if (!host_small_kernel(plan, inst)) return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool host_function(const compiler::Plan& plan, const std::string& name) {
+  return host_function_at(plan, name, 0);
+}
+
+bool host_readable(const mx::array& a) { return readable(a); }
 
 std::optional<std::vector<Int128>> computed_ints(const mx::array& a) {
   if (!readable(a)) return std::nullopt;

@@ -122,35 +122,45 @@ Arrays RegionProgram::run(RunState& st, const Arrays& args) const {
   return result;
 }
 
+void RegionProgram::run_step(RunState& st, size_t s, bool host, Arrays& ins) const {
+  const Step& step = steps[s];
+  const Instruction& inst = *step.inst;
+  ins.clear();
+  for (compiler::ValueId v : inst.operands) {
+    if (!st.slots[v])
+      throw Error(ErrorCode::kInternal, "[" + inst.where() + "] operand %" + std::to_string(v) +
+                                            " has no value (a region read a value it cannot see)");
+    ins.push_back(*st.slots[v]);
+  }
+  Arrays outs;
+  try {
+    if (host && step.host && !st.batched && step.host(ins, outs))
+      record_host_step();
+    else
+      outs = step.kernel(st, ins);
+  } catch (...) {
+    rethrow_with_context(inst);
+  }
+  if (outs.size() != inst.results.size())
+    throw Error(ErrorCode::kInternal,
+                "[" + inst.where() + "] lowering produced " +
+                    std::to_string(outs.size()) + " results, expected " +
+                    std::to_string(inst.results.size()));
+  for (size_t i = 0; i < outs.size(); ++i) st.slots[inst.results[i]] = std::move(outs[i]);
+}
+
 void RegionProgram::run_steps(RunState& st, size_t begin, size_t end) const {
   Arrays ins;
   for (size_t s = begin; s < end; ++s) {
-    const Step& step = steps[s];
-    const Instruction& inst = *step.inst;
+    const Instruction& inst = *steps[s].inst;
     if (st.skip != nullptr && !inst.results.empty() && (*st.skip)[inst.results[0]]) continue;
-    ins.clear();
-    for (compiler::ValueId v : inst.operands) {
-      if (!st.slots[v])
-        throw Error(ErrorCode::kInternal, "[" + inst.where() + "] operand %" + std::to_string(v) +
-                                              " has no value (a region read a value it cannot see)");
-      ins.push_back(*st.slots[v]);
-    }
-    Arrays outs;
-    try {
-      if (st.host_small && step.host && !st.batched && step.host(ins, outs))
-        record_host_step();
-      else
-        outs = step.kernel(st, ins);
-    } catch (...) {
-      rethrow_with_context(inst);
-    }
-    if (outs.size() != inst.results.size())
-      throw Error(ErrorCode::kInternal,
-                  "[" + inst.where() + "] lowering produced " +
-                      std::to_string(outs.size()) + " results, expected " +
-                      std::to_string(inst.results.size()));
-    for (size_t i = 0; i < outs.size(); ++i) st.slots[inst.results[i]] = std::move(outs[i]);
+    run_step(st, s, st.host_small, ins);
   }
+}
+
+void RegionProgram::run_list(RunState& st, const std::vector<size_t>& list, bool host) const {
+  Arrays ins;
+  for (size_t s : list) run_step(st, s, host, ins);
 }
 
 Arrays RegionProgram::run_batched(RunState& st, const Arrays& args) const {
@@ -184,7 +194,7 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
   prog->returns = r.returns;
   prog->num_slots = plan_.values.size();
   prog->compile_tier = options_.compile_tier;
-  std::vector<bool> breaks;
+  std::vector<bool> breaks, own_segment;
   Registry& reg = Registry::get();
   for (const Instruction& inst : r.body) {
     Lowering fn = reg.find(inst.op);
@@ -212,6 +222,12 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     breaks.push_back((f64 && options_.gpu) || !fusable_instruction(inst, [this](const std::string& f) {
                        return pure_function(f);
                      }));
+    // A call whose callee computes part of its work on the host (a random
+    // draw: threefry's rounds on the key, then float math on the bits)
+    // runs by itself, so its body splits into its host lane and a traced
+    // rest instead of becoming one trace here. The region stays pure.
+    own_segment.push_back(!parts_mode_ && inst.op == Opcode::call && !host_call(inst) &&
+                          host_work(inst.attr_str("callee", "")));
     if (f64 && options_.gpu) {
       k = [k = std::move(k)](RunState& st, const Arrays& in) {
         CpuScope scope;
@@ -255,10 +271,36 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     if (!parts_mode_)
       if (auto folded = fold(inst, checked)) checked = std::move(*folded);
     prog->steps.push_back({std::move(checked), &inst,
-                           parts_mode_ ? HostForm{} : host_small_kernel(plan_, inst)});
+                           parts_mode_ ? HostForm{} : host_small_kernel(plan_, inst),
+                           !parts_mode_ && host_call(inst)});
   }
-  plan_segments(*prog, r, breaks);
+  plan_segments(*prog, r, breaks, own_segment);
   return prog;
+}
+
+bool Lowerer::host_call(const Instruction& inst) {
+  if (inst.op != Opcode::call) return false;
+  for (auto v : inst.operands)
+    if (plan_.type(v).num_elements() > kHostSmallMaxElements) return false;
+  for (auto v : inst.results)
+    if (plan_.type(v).num_elements() > kHostSmallMaxElements) return false;
+  const std::string& name = inst.attr_str("callee", "");
+  if (auto it = host_functions_.find(name); it != host_functions_.end()) return it->second;
+  return host_functions_[name] = host_function(plan_, name);
+}
+
+bool Lowerer::host_work(const std::string& name, int depth) {
+  if (auto it = host_work_.find(name); it != host_work_.end()) return it->second;
+  const compiler::Function* f = plan_.find_function(name);
+  bool work = false;
+  if (f != nullptr && depth < 8)
+    for (const Instruction& inst : f->body.body)
+      if (inst.op == Opcode::call &&
+          (host_call(inst) || host_work(inst.attr_str("callee", ""), depth + 1))) {
+        work = true;
+        break;
+      }
+  return host_work_[name] = work;
 }
 
 bool Lowerer::pure_function(const std::string& name) {

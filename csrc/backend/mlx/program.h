@@ -70,6 +70,13 @@ class Lowerer {
   std::map<std::string, std::shared_ptr<const RegionProgram>> functions_;
   std::set<std::string> in_progress_;
   std::map<std::string, bool> pure_;
+  // Whether a call's callee runs on the host (RegionProgram::Step::host_call).
+  bool host_call(const compiler::Instruction& inst);
+  std::map<std::string, bool> host_functions_;
+  // Whether function `name` calls (at any depth) a function that runs on
+  // the host: a call of it gets a segment of its own.
+  bool host_work(const std::string& name, int depth = 0);
+  std::map<std::string, bool> host_work_;
   bool parts_mode_ = false;  // lowering a region in the parts view
 };
 

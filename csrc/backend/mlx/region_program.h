@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,9 @@ struct RegionProgram {
     Kernel kernel;
     const compiler::Instruction* inst;
     HostForm host;  // empty when the op has no host form
+    // A call of a function whose every step has a host form (host_small.h's
+    // host_function): its callee's segments run on the host when they can.
+    bool host_call = false;
   };
   // Consecutive steps [begin, end). A fusable segment has no host sync (no
   // control flow, custom call, host transfer or RNG state) and at least two
@@ -150,6 +154,43 @@ struct RegionProgram {
   // it, including captured ones) to `outputs` (values read after it), which
   // mx::compile traces once and replays (fusing element-wise chains into
   // one kernel, dropping our per-step closures). Other steps run one by one.
+  //
+  // A segment's host lane: the steps with a host form (host_small.h) whose
+  // operands are constants, values from outside the segment or results of
+  // other lane steps; a random key's threefry rounds, a sampler's counters.
+  // A lane step whose inputs are computed when the segment runs (every
+  // value it reads from outside, down its lane producers) runs on the host,
+  // and the other steps become MLX nodes through a traced function of
+  // their own. Which lane steps can run depends on which of the lane's
+  // outside reads are computed (a flag set by a float test is not), so
+  // each such pattern gets its own split (`Variant`, made on first use, at
+  // most kMaxLaneVariants; other patterns run the segment whole). The lane
+  // never depends on the rest, so running it first keeps every step after
+  // its operands.
+  struct Variant {
+    std::vector<size_t> host, rest;  // steps (and the constants each side reads), in order
+    bool fusable = false;            // rest is traced (two or more steps)
+    std::vector<compiler::ValueId> inputs, outputs;  // rest's
+    TieredFunction tiers;
+    std::function<Arrays(const Arrays&)> traced;  // rest on fresh values
+  };
+  struct Lane {
+    static constexpr size_t kMaxLaneVariants = 8;
+    // Values from outside the segment the lane reads; read i is bit
+    // min(i, 63) of a pattern.
+    std::vector<compiler::ValueId> reads;
+    // Per step of the segment (index - begin): 0 other, 1 lane, 2 constant;
+    // for lane steps, the read bits they need computed (their own reads and
+    // their lane producers').
+    std::vector<uint8_t> kind;
+    std::vector<uint64_t> needs;
+    // Per step: what it reads, and what it defines (results and the values
+    // of its nested regions).
+    std::vector<std::vector<compiler::ValueId>> uses, defs;
+    std::set<compiler::ValueId> live_out;  // defined here, read after the segment
+    bool fusable = false;                  // the segment is traced when run whole
+    mutable std::map<uint64_t, std::unique_ptr<Variant>> variants;  // executor thread only
+  };
   struct Segment {
     size_t begin = 0, end = 0;
     bool fusable = false;
@@ -157,6 +198,7 @@ struct RegionProgram {
     std::vector<compiler::ValueId> inputs, outputs;
     TieredFunction tiers;
     std::function<Arrays(const Arrays&)> traced;  // the steps on fresh values
+    std::shared_ptr<Lane> lane;  // null when no step can run on the host
   };
   std::vector<compiler::ValueId> params;
   std::vector<Step> steps;
@@ -182,13 +224,26 @@ struct RegionProgram {
 
  private:
   void run_steps(RunState& st, size_t begin, size_t end) const;
+  // Runs steps[i] for each i of `list`; `host`: try each step's host form.
+  void run_list(RunState& st, const std::vector<size_t>& list, bool host) const;
+  void run_step(RunState& st, size_t s, bool host, Arrays& ins) const;
+  // The split of `seg` for the lane reads computed now, or null when no
+  // lane step can run on the host (then the segment runs whole).
+  const Variant* lane_variant(const RunState& st, const Segment& seg) const;
+  // Runs a traced function's current stage on `inputs`' slots into
+  // `outputs`' slots (counting the run); false when it should run eagerly.
+  bool run_traced(RunState& st, bool fusable, const TieredFunction& tiers,
+                  const std::function<Arrays(const Arrays&)>& traced,
+                  const std::vector<compiler::ValueId>& inputs,
+                  const std::vector<compiler::ValueId>& outputs) const;
   void run_segment(RunState& st, const Segment& seg) const;
 };
 
 // Splits a lowered region's steps into segments (backend/mlx/segments.cc).
 // `breaks[i]`: step i must run on its own.
+// `own[i]`: step i runs on its own too, but does not make the region impure.
 void plan_segments(RegionProgram& prog, const compiler::Region& region,
-                   const std::vector<bool>& breaks);
+                   const std::vector<bool>& breaks, const std::vector<bool>& own = {});
 // Whether an instruction may be part of a fusable segment: no host sync and
 // no state outside its operands. `pure_callee` answers for called functions.
 bool fusable_instruction(const compiler::Instruction& inst,

@@ -13,9 +13,13 @@
 #include <mlx/compile.h>
 #include <mlx/ops.h>
 
+#include <algorithm>
 #include <atomic>
+#include <map>
+#include <memory>
 #include <set>
 
+#include "backend/mlx/host_small.h"
 #include "backend/mlx/registry.h"
 #include "common/error.h"
 
@@ -60,6 +64,69 @@ void collect(const Instruction& inst, std::set<ValueId>& uses, std::set<ValueId>
   }
 }
 
+// The segment's host lane (RegionProgram::Lane), or none. Lane steps are
+// steps with a host form whose every read is a constant, a value from
+// outside the segment or another lane step's result.
+void plan_lane(RegionProgram& prog, RegionProgram::Segment& seg,
+               const std::vector<std::set<ValueId>>& uses,
+               const std::vector<std::set<ValueId>>& defs, const std::set<ValueId>& returned) {
+  seg.lane.reset();
+  const size_t n = seg.end - seg.begin;
+  std::set<ValueId> seg_defs;
+  for (size_t i = seg.begin; i < seg.end; ++i) seg_defs.insert(defs[i].begin(), defs[i].end());
+  auto lane = std::make_shared<RegionProgram::Lane>();
+  lane->kind.assign(n, 0);
+  lane->needs.assign(n, 0);
+  std::map<ValueId, uint64_t> lane_need;  // lane results: the read bits behind them
+  std::set<ValueId> consts;
+  std::map<ValueId, size_t> read_index;
+  bool any = false;
+  for (size_t i = seg.begin; i < seg.end; ++i) {
+    const RegionProgram::Step& step = prog.steps[i];
+    if (step.inst->op == Opcode::constant) {
+      lane->kind[i - seg.begin] = 2;
+      consts.insert(step.inst->results.begin(), step.inst->results.end());
+      continue;
+    }
+    if (!step.host && !step.host_call) continue;
+    bool ok = true;
+    uint64_t need = 0;
+    for (ValueId v : uses[i]) {
+      // (its own nested regions' values: a reduction body's parameters)
+      if (consts.count(v) || defs[i].count(v)) continue;
+      if (auto it = lane_need.find(v); it != lane_need.end()) {
+        need |= it->second;
+        continue;
+      }
+      if (seg_defs.count(v)) {
+        ok = false;
+        break;
+      }
+      auto [it, fresh] = read_index.emplace(v, read_index.size());
+      need |= uint64_t{1} << std::min<size_t>(it->second, 63);
+    }
+    if (!ok) continue;
+    lane->kind[i - seg.begin] = 1;
+    lane->needs[i - seg.begin] = need;
+    for (ValueId r : step.inst->results) lane_need[r] = need;
+    any = true;
+  }
+  if (!any) return;
+  lane->reads.resize(read_index.size());
+  for (const auto& [v, i] : read_index) lane->reads[i] = v;
+  for (size_t i = seg.begin; i < seg.end; ++i) {
+    lane->uses.emplace_back(uses[i].begin(), uses[i].end());
+    lane->defs.emplace_back(defs[i].begin(), defs[i].end());
+  }
+  std::set<ValueId> read_outside = returned;
+  for (size_t i = 0; i < prog.steps.size(); ++i)
+    if (i < seg.begin || i >= seg.end) read_outside.insert(uses[i].begin(), uses[i].end());
+  for (ValueId v : seg_defs)
+    if (read_outside.count(v)) lane->live_out.insert(v);
+  lane->fusable = seg.fusable;
+  seg.lane = std::move(lane);
+}
+
 }  // namespace
 
 bool fusable_instruction(const Instruction& inst,
@@ -73,16 +140,18 @@ bool fusable_instruction(const Instruction& inst,
   return true;
 }
 
-void plan_segments(RegionProgram& prog, const Region& region, const std::vector<bool>& breaks) {
+void plan_segments(RegionProgram& prog, const Region& region, const std::vector<bool>& breaks,
+                   const std::vector<bool>& own) {
   const size_t n = prog.steps.size();
   prog.segments.clear();
+  auto alone = [&](size_t i) { return breaks[i] || (i < own.size() && own[i]); };
   for (size_t i = 0; i < n;) {
     RegionProgram::Segment seg;
     seg.begin = i;
-    if (breaks[i]) {
+    if (alone(i)) {
       seg.end = ++i;
     } else {
-      while (i < n && !breaks[i]) ++i;
+      while (i < n && !alone(i)) ++i;
       seg.end = i;
       seg.fusable = seg.end - seg.begin >= 2;
     }
@@ -128,6 +197,7 @@ void plan_segments(RegionProgram& prog, const Region& region, const std::vector<
     // Nothing read afterwards (dead code the passes left): nothing to fuse.
     if (seg.outputs.empty()) seg.fusable = false;
   }
+  for (auto& seg : prog.segments) plan_lane(prog, seg, uses, defs, returned);
   prog.make_traced();
 }
 
@@ -234,24 +304,111 @@ void RegionProgram::run_segment(RunState& st, const Segment& seg) const {
   // Inside a while loop whose bookkeeping runs on the host (host_small.h):
   // a traced segment would turn those steps back into graph nodes.
   if (st.host_small && seg.host_steps) return run_steps(st, seg.begin, seg.end);
-  auto stage = seg.fusable && !st.batched ? seg.tiers.stage(compile_tier)
-                                          : TieredFunction::Stage::kEager;
-  ++seg.tiers.runs;
-  Arrays ins;
-  if (stage != TieredFunction::Stage::kEager) {
-    ins.reserve(seg.inputs.size());
-    for (ValueId v : seg.inputs) {
-      if (!st.slots[v]) {  // the eager path names the instruction that reads it
-        stage = TieredFunction::Stage::kEager;
-        break;
+  // The host lane, where what it reads is computed: on the host, then the
+  // rest alone becomes MLX nodes.
+  if (const Variant* v = seg.lane && !st.batched ? lane_variant(st, seg) : nullptr) {
+    run_list(st, v->host, true);
+    if (!run_traced(st, v->fusable, v->tiers, v->traced, v->inputs, v->outputs))
+      run_list(st, v->rest, false);
+    return;
+  }
+  if (!run_traced(st, seg.fusable, seg.tiers, seg.traced, seg.inputs, seg.outputs))
+    run_steps(st, seg.begin, seg.end);
+}
+
+const RegionProgram::Variant* RegionProgram::lane_variant(const RunState& st,
+                                                          const Segment& seg) const {
+  if (tracing_segment()) return nullptr;
+  const Lane& lane = *seg.lane;
+  // Bit 63 stands for every read from the 64th on: set when all are computed.
+  uint64_t ready = lane.reads.size() > 63 ? uint64_t{1} << 63 : 0;
+  for (size_t i = 0; i < lane.reads.size(); ++i) {
+    const bool ok = st.slots[lane.reads[i]] && host_readable(*st.slots[lane.reads[i]]);
+    if (i < 63)
+      ready |= ok ? uint64_t{1} << i : 0;
+    else if (!ok)
+      ready &= ~(uint64_t{1} << 63);
+  }
+  if (auto it = lane.variants.find(ready); it != lane.variants.end()) return it->second.get();
+  if (lane.variants.size() >= Lane::kMaxLaneVariants) return nullptr;
+  // A new pattern: the lane steps it lets run, the constants each side
+  // reads, and the rest as a traced function of what it reads.
+  auto v = std::make_unique<Variant>();
+  const size_t n = seg.end - seg.begin;
+  std::vector<uint8_t> host(n, 0);
+  std::set<ValueId> host_reads, rest_reads(lane.live_out);
+  for (size_t k = 0; k < n; ++k) {
+    if (lane.kind[k] == 1 && (lane.needs[k] & ~ready) == 0) host[k] = 1;
+    if (lane.kind[k] != 2) (host[k] ? host_reads : rest_reads).insert(lane.uses[k].begin(), lane.uses[k].end());
+  }
+  std::set<ValueId> rest_defs;
+  for (size_t k = 0; k < n; ++k) {
+    const Instruction& inst = *steps[seg.begin + k].inst;
+    if (lane.kind[k] == 2) {
+      bool h = false, r = false;
+      for (ValueId x : inst.results) {
+        h = h || host_reads.count(x);
+        r = r || rest_reads.count(x);
       }
-      ins.push_back(*st.slots[v]);
+      if (h) v->host.push_back(seg.begin + k);
+      if (!r) continue;
+    } else if (host[k]) {
+      v->host.push_back(seg.begin + k);
+      continue;
+    }
+    v->rest.push_back(seg.begin + k);
+    rest_defs.insert(lane.defs[k].begin(), lane.defs[k].end());
+  }
+  bool any = false;
+  for (uint8_t h : host) any = any || h;
+  if (any) {
+    std::set<ValueId> inputs;
+    for (size_t s : v->rest)
+      for (ValueId x : lane.uses[s - seg.begin])
+        if (!rest_defs.count(x)) inputs.insert(x);
+    v->inputs.assign(inputs.begin(), inputs.end());
+    for (size_t s : v->rest)
+      for (ValueId x : steps[s].inst->results)
+        if (lane.live_out.count(x)) v->outputs.push_back(x);
+    v->fusable = lane.fusable && v->rest.size() >= 2 && !v->outputs.empty();
+    if (v->fusable) {
+      const Variant* vp = v.get();
+      v->traced = [this, vp](const Arrays& args) {
+        TracingSegment tracing;
+        RunState trace;
+        trace.slots.resize(num_slots);
+        for (size_t i = 0; i < args.size(); ++i) trace.slots[vp->inputs[i]] = args[i];
+        run_list(trace, vp->rest, false);
+        Arrays outs;
+        outs.reserve(vp->outputs.size());
+        for (ValueId x : vp->outputs) outs.push_back(*trace.slots[x]);
+        return outs;
+      };
     }
   }
-  std::optional<Arrays> outs;
-  if (stage != TieredFunction::Stage::kEager) outs = seg.tiers.call(stage, seg.traced, ins);
-  if (!outs) return run_steps(st, seg.begin, seg.end);
-  for (size_t i = 0; i < outs->size(); ++i) st.slots[seg.outputs[i]] = std::move((*outs)[i]);
+  const Variant* out = any ? v.get() : nullptr;
+  if (!any) v.reset();  // remembered as "run whole"
+  lane.variants.emplace(ready, std::move(v));
+  return out;
+}
+
+bool RegionProgram::run_traced(RunState& st, bool fusable, const TieredFunction& tiers,
+                               const std::function<Arrays(const Arrays&)>& traced,
+                               const std::vector<ValueId>& inputs,
+                               const std::vector<ValueId>& outputs) const {
+  auto stage = fusable && !st.batched ? tiers.stage(compile_tier) : TieredFunction::Stage::kEager;
+  ++tiers.runs;
+  if (stage == TieredFunction::Stage::kEager) return false;
+  Arrays ins;
+  ins.reserve(inputs.size());
+  for (ValueId v : inputs) {
+    if (!st.slots[v]) return false;  // the eager path names the instruction that reads it
+    ins.push_back(*st.slots[v]);
+  }
+  std::optional<Arrays> outs = tiers.call(stage, traced, ins);
+  if (!outs) return false;
+  for (size_t i = 0; i < outs->size(); ++i) st.slots[outputs[i]] = std::move((*outs)[i]);
+  return true;
 }
 
 void RegionProgram::make_traced() {

@@ -42,23 +42,6 @@ void take_effects(RunState& st, Arrays& pending) {
   st.effects.clear();
 }
 
-// A function whose every instruction has a host form (JAX's private
-// helpers: remainder, _where, ...): a call of it computes on the host step by
-// step when its operands are host values.
-bool host_function(const compiler::Plan& plan, const std::string& name, int depth = 0) {
-  const compiler::Function* f = plan.find_function(name);
-  if (f == nullptr || depth > 8) return false;
-  for (const compiler::Instruction& inst : f->body.body) {
-    if (inst.op == compiler::Opcode::constant) continue;
-    if (inst.op == compiler::Opcode::call) {
-      if (!host_function(plan, inst.attr_str("callee", ""), depth + 1)) return false;
-      continue;
-    }
-    if (!host_small_kernel(plan, inst)) return false;
-  }
-  return true;
-}
-
 bool host_step(const compiler::Plan& plan, const RegionProgram::Step& step) {
   if (step.host || step.inst->op == compiler::Opcode::constant) return true;
   return step.inst->op == compiler::Opcode::call &&
