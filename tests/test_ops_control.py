@@ -591,3 +591,47 @@ def test_random_draws_in_a_float_predicate_loop_run_threefry_on_the_host(monkeyp
     # operand is an MLX result; the draw's bits read as float32 do not)
     moved = [k for k in prims if any(op in k for op in ("Xor", "Shift", "BitwiseOr", "View float32"))]
     assert not moved, sorted(prims.items())
+
+
+def test_threefry_runs_as_one_host_function():
+    # jax.random's threefry2x32 helper (20 rounds of add/rotate/xor, ~120
+    # steps) runs as one native host function once checked against its own
+    # steps: a key split and a draw per iteration then cost a few host
+    # steps each, with the same bits as XLA:CPU
+    def f(key):
+        def body(c):
+            k, acc, n = c
+            k, sub = jax.random.split(k)
+            bits = jax.random.bits(sub, (4,), jnp.uint32)
+            return k, acc ^ bits, n + 1
+        k, acc, n = lax.while_loop(lambda c: (c[2] < 40) & (jnp.max(c[1]) > 7), body,
+                                   (jax.random.wrap_key_data(key), jnp.full(4, 99, jnp.uint32),
+                                    jnp.int32(0)))
+        return jax.random.key_data(k), acc, n
+
+    key = np.asarray(jax.random.key_data(jax.random.PRNGKey(11)))
+    steps = host_steps(f, key)
+    # 40 iterations, two threefry calls each: about 120 steps per call if the
+    # rounds ran one by one (~300 per iteration), ~70 per iteration in all
+    # with the native form (the split's and the draw's slicing, the loop's
+    # own steps)
+    assert 0 < steps < 100 * 40, steps
+
+
+def test_a_function_named_threefry2x32_that_is_not_threefry_keeps_its_steps():
+    # the native form is chosen by name, then checked against the callee's
+    # own steps on sample inputs: a different function of the same name and
+    # signature must still give its own answers
+    @jax.jit
+    def threefry2x32(k0, k1, x0, x1):
+        return x0 + k0 * jnp.uint32(3), (x1 ^ k1) >> jnp.uint32(1)
+
+    def f(k0, k1, x0, x1):
+        def body(c):
+            a, b, n = c
+            a, b = threefry2x32(k0, k1, a, b)
+            return a, b, n + 1
+        return lax.while_loop(lambda c: c[2] < 5, body, (x0, x1, jnp.int32(0)))
+
+    x = np.arange(6, dtype=np.uint32) * np.uint32(0x9E3779B9)
+    assert host_steps(f, np.uint32(7), np.uint32(0xDEADBEEF), x, x[::-1].copy()) > 0

@@ -482,6 +482,57 @@ HostForm host_small_kernel(const compiler::Plan& plan, const Instruction& inst) 
 }
 
 namespace {
+// Threefry-2x32, 20 rounds (Salmon et al., SC'11), one block.
+void threefry_block(uint32_t k0, uint32_t k1, uint32_t& x0, uint32_t& x1) {
+  static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const uint32_t ks[3] = {k0, k1, 0x1BD11BDAu ^ k0 ^ k1};
+  x0 += ks[0];
+  x1 += ks[1];
+  for (uint32_t g = 1; g <= 5; ++g) {
+    const int* rot = kRotations + ((g - 1) % 2) * 4;
+    for (int r = 0; r < 4; ++r) {
+      x0 += x1;
+      x1 = x0 ^ ((x1 << rot[r]) | (x1 >> (32 - rot[r])));
+    }
+    x0 += ks[g % 3];
+    x1 += ks[(g + 1) % 3] + g;
+  }
+}
+}  // namespace
+
+HostForm threefry2x32_call(const compiler::Plan& plan, const Instruction& call) {
+  if (call.op != Opcode::call || call.operands.size() != 4 || call.results.size() != 2)
+    return {};
+  const std::string& callee = call.attr_str("callee", "");
+  if (callee.rfind("threefry2x32", 0) != 0) return {};
+  std::vector<TensorType> ins = operand_types(plan, call);
+  const TensorType out = plan.type(call.results[0]);
+  if (plan.type(call.results[1]) != out || out.dtype != DType::kU32 || !small(out)) return {};
+  for (const TensorType& t : ins)
+    if (t.dtype != DType::kU32 || (t.num_elements() != 1 && t != out)) return {};
+  if (ins[2] != out || ins[3] != out) return {};
+  return [ins, out](const Arrays& in, Arrays& res) {
+    if (!all_readable(in, ins)) return false;
+    const size_t n = static_cast<size_t>(out.num_elements());
+    const uint32_t* k0 = in[0].data<uint32_t>();
+    const uint32_t* k1 = in[1].data<uint32_t>();
+    const uint32_t* a = in[2].data<uint32_t>();
+    const uint32_t* b = in[3].data<uint32_t>();
+    std::vector<uint32_t> y0(n), y1(n);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t x0 = a[i], x1 = b[i];
+      threefry_block(k0[in[0].size() == 1 ? 0 : i], k1[in[1].size() == 1 ? 0 : i], x0, x1);
+      y0[i] = x0;
+      y1[i] = x1;
+    }
+    const mx::Shape shape = to_mlx_shape(out.shape);
+    res.push_back(mx::array(y0.begin(), shape, mx::uint32));
+    res.push_back(mx::array(y1.begin(), shape, mx::uint32));
+    return true;
+  };
+}
+
+namespace {
 bool host_function_at(const compiler::Plan& plan, const std::string& name, int depth) {
   const compiler::Function* f = plan.find_function(name);
   if (f == nullptr || depth > 8) return false;

@@ -51,6 +51,13 @@ HostForm host_small_kernel(const compiler::Plan& plan, const compiler::Instructi
 // step by step when its operands are host values.
 bool host_function(const compiler::Plan& plan, const std::string& name);
 
+// For a call of JAX's threefry2x32 helper (a function named threefry2x32*
+// taking key words and counts of u32, returning two u32 arrays of the
+// counts' shape): the 20 rounds in one host function instead of ~120 host
+// steps. The name is only a hint: Lowerer checks the form against the
+// callee's own steps on sample inputs before using it (program.cc).
+HostForm threefry2x32_call(const compiler::Plan& plan, const compiler::Instruction& call);
+
 // Whether a host form can read `a`: computed (not a trace placeholder),
 // row contiguous and at most kHostSmallMaxElements elements.
 bool host_readable(const mx::array& a);

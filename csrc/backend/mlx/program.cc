@@ -1,5 +1,6 @@
 #include "backend/mlx/program.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
@@ -270,9 +271,9 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     // Every run hands out the values computed here once.
     if (!parts_mode_)
       if (auto folded = fold(inst, checked)) checked = std::move(*folded);
-    prog->steps.push_back({std::move(checked), &inst,
-                           parts_mode_ ? HostForm{} : host_small_kernel(plan_, inst),
-                           !parts_mode_ && host_call(inst)});
+    const bool hc = !parts_mode_ && host_call(inst);
+    HostForm host = parts_mode_ ? HostForm{} : hc ? native_host_call(inst) : host_small_kernel(plan_, inst);
+    prog->steps.push_back({std::move(checked), &inst, std::move(host), hc});
   }
   plan_segments(*prog, r, breaks, own_segment);
   return prog;
@@ -287,6 +288,49 @@ bool Lowerer::host_call(const Instruction& inst) {
   const std::string& name = inst.attr_str("callee", "");
   if (auto it = host_functions_.find(name); it != host_functions_.end()) return it->second;
   return host_functions_[name] = host_function(plan_, name);
+}
+
+HostForm Lowerer::native_host_call(const Instruction& inst) {
+  HostForm f = threefry2x32_call(plan_, inst);
+  if (!f) return {};
+  const std::string& callee = inst.attr_str("callee", "");
+  auto known = native_checked_.find(callee);
+  if (known != native_checked_.end()) return known->second ? f : HostForm{};
+  // The callee's own steps (all with host forms) and the native form must
+  // agree bit for bit on sample inputs (a fixed xorshift sequence), or the
+  // call keeps running its steps.
+  bool same = true;
+  try {
+    auto body = lower_function(callee);
+    uint32_t seed = 0x9E3779B9u;
+    auto next = [&seed] {
+      seed ^= seed << 13;
+      seed ^= seed >> 17;
+      seed ^= seed << 5;
+      return seed;
+    };
+    for (int trial = 0; trial < 3 && same; ++trial) {
+      Arrays args;
+      for (compiler::ValueId v : inst.operands) {
+        std::vector<uint32_t> data(static_cast<size_t>(plan_.type(v).num_elements()));
+        for (auto& x : data) x = next();
+        args.push_back(mx::array(data.begin(), to_mlx_shape(plan_.type(v).shape), mx::uint32));
+      }
+      RunState st;
+      st.slots.resize(plan_.values.size());
+      Arrays want = body->run(st, args), got;
+      same = f(args, got) && got.size() == want.size();
+      for (size_t i = 0; same && i < got.size(); ++i)
+        same = host_readable(want[i]) && want[i].dtype() == mx::uint32 &&
+               want[i].size() == got[i].size() &&
+               std::equal(got[i].data<uint32_t>(), got[i].data<uint32_t>() + got[i].size(),
+                          want[i].data<uint32_t>());
+    }
+  } catch (const std::exception&) {
+    same = false;
+  }
+  native_checked_[callee] = same;
+  return same ? f : HostForm{};
 }
 
 bool Lowerer::host_work(const std::string& name, int depth) {

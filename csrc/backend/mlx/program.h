@@ -76,6 +76,10 @@ class Lowerer {
   // Whether function `name` calls (at any depth) a function that runs on
   // the host: a call of it gets a segment of its own.
   bool host_work(const std::string& name, int depth = 0);
+  // A native host form for a call the host runs step by step
+  // (host_small.h's threefry2x32_call), once checked against those steps.
+  HostForm native_host_call(const compiler::Instruction& inst);
+  std::map<std::string, bool> native_checked_;
   std::map<std::string, bool> host_work_;
   bool parts_mode_ = false;  // lowering a region in the parts view
 };
