@@ -172,6 +172,25 @@ def test_large_float_sums_are_summed_as_a_tree(shape, axis):
     assert np.all(want == 1.25e8)
 
 
+@pytest.mark.parametrize("n, v", [(4096, 32769.0), (5120, 32769.0), (20000, 8193.0)])
+@pytest.mark.parametrize("rows", [None, 2])
+def test_mid_sized_float_sums_are_summed_as_a_tree(n, v, rows):
+    # From 4,096 terms on (a logsumexp over 20,000 terms, as in NumPyro's
+    # Polya-Gamma density): group sums of 256 terms are multiples of 256
+    # below 2^24 when v = 2^15 + 1 (n a multiple of 256), and the 78 groups
+    # of 256 * 8193 plus a tail of 32 terms are multiples of 32 below 2^28
+    # when v = 2^13 + 1: every partial sum of the tree is exact, so the
+    # result is n * v exactly. One running sum per SIMD lane passes 2^24
+    # and rounds (20,000 x 8193 gave 163,842,048 instead of 163,860,000).
+    shape = (n,) if rows is None else (rows, n)
+    x = np.full(shape, v, np.float32)
+    f = lambda a: jnp.sum(a, axis=-1)  # noqa: E731
+    got = np.asarray(jax.jit(f)(jax.device_put(x, jax.devices("pjrtx")[0])))
+    want = x.astype(np.float64).sum(axis=-1)
+    assert np.all(want == n * v) and np.all(want.astype(np.float32) == want)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
 def test_reduce_complex64():
     rng = np.random.default_rng(7)
     x = (rng.standard_normal((3, 5)) + 1j * rng.standard_normal((3, 5))).astype(np.complex64)
