@@ -188,7 +188,6 @@ struct RegionProgram {
     // of its nested regions).
     std::vector<std::vector<compiler::ValueId>> uses, defs;
     std::set<compiler::ValueId> live_out;  // defined here, read after the segment
-    bool fusable = false;                  // the segment is traced when run whole
     mutable std::map<uint64_t, std::unique_ptr<Variant>> variants;  // executor thread only
   };
   struct Segment {

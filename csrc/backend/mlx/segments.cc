@@ -123,7 +123,6 @@ void plan_lane(RegionProgram& prog, RegionProgram::Segment& seg,
     if (i < seg.begin || i >= seg.end) read_outside.insert(uses[i].begin(), uses[i].end());
   for (ValueId v : seg_defs)
     if (read_outside.count(v)) lane->live_out.insert(v);
-  lane->fusable = seg.fusable;
   seg.lane = std::move(lane);
 }
 
@@ -370,7 +369,7 @@ const RegionProgram::Variant* RegionProgram::lane_variant(const RunState& st,
     for (size_t s : v->rest)
       for (ValueId x : steps[s].inst->results)
         if (lane.live_out.count(x)) v->outputs.push_back(x);
-    v->fusable = lane.fusable && v->rest.size() >= 2 && !v->outputs.empty();
+    v->fusable = seg.fusable && v->rest.size() >= 2 && !v->outputs.empty();
     if (v->fusable) {
       const Variant* vp = v.get();
       v->traced = [this, vp](const Arrays& args) {
