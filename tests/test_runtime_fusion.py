@@ -78,6 +78,31 @@ def test_auto_tiers(monkeypatch, counting, pjrtx_device):
     assert_same(chain, x, y, bound=chain_bound(x, y))
 
 
+def test_replay_tier_stays_unfused_around_a_called_function(monkeypatch, pjrtx_device):
+    # A segment that calls a jitted helper traces the helper's own segments
+    # inside its trace. Runs 3-64 replay without fusion (no kernel compiler):
+    # the helper's replay, nested in the caller's trace, must not switch
+    # fusion back on for the caller's still open trace.
+    monkeypatch.setenv("PJRTX_COMPILE", "auto")
+    helper = jax.jit(lambda v: jnp.where(v > 0.5, v * 4.0, -v) - 1.0)
+    f = jax.jit(lambda a, b: helper(a * 0.5 - b) * 2.0 + b)
+    x, y, dx, dy = inputs(pjrtx_device)
+    first = np.asarray(f(dx, dy))  # compile and run 1
+    _pjrtx.count_primitives(True)
+    try:
+        for run in range(2, 12):
+            _pjrtx.primitive_histogram(reset=True)
+            out = np.asarray(f(dx, dy))
+            h = _pjrtx.primitive_histogram(reset=True)
+            assert not [k for k in h if k.startswith("Compiled")], (run, h)
+            np.testing.assert_array_equal(out, first)
+    finally:
+        _pjrtx.count_primitives(False)
+    # (every product is by a power of two, exact: an FMA XLA:CPU may form
+    # rounds the same)
+    assert_same(lambda a, b: helper(a * 0.5 - b) * 2.0 + b, x, y)
+
+
 def test_never_and_always(monkeypatch, counting, pjrtx_device):
     x, y, dx, dy = inputs(pjrtx_device)
     monkeypatch.setenv("PJRTX_COMPILE", "never")

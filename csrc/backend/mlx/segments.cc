@@ -219,13 +219,17 @@ thread_local int g_tracing = 0;
 
 // MLX reads its compile mode when it traces; only the executor thread
 // compiles, so switching the process-wide mode around one call is safe.
+// Traces nest (a replayed segment holding a loop whose blocks replay): the
+// inner scope must leave the mode as the outer one set it, or the outer
+// trace, still open, fuses after all.
+thread_local int g_fusion_off = 0;
 struct FusionOff {
   bool on;
   explicit FusionOff(bool off) : on(off) {
-    if (on) mx::set_compile_mode(mx::CompileMode::no_fuse);
+    if (on && g_fusion_off++ == 0) mx::set_compile_mode(mx::CompileMode::no_fuse);
   }
   ~FusionOff() {
-    if (on) mx::set_compile_mode(mx::CompileMode::enabled);
+    if (on && --g_fusion_off == 0) mx::set_compile_mode(mx::CompileMode::enabled);
   }
 };
 }  // namespace
