@@ -20,7 +20,8 @@ def test_counts_only_while_on_and_scales_with_the_loop(monkeypatch, pjrtx_device
     # blocks whose count depends on where the tiers switch
     # (test_runtime_fusion.py covers those).
     monkeypatch.setenv("PJRTX_COMPILE", "never")
-    x = jax.device_put(np.linspace(-1, 1, 8, dtype=np.float32), pjrtx_device)
+    # (96 elements: 64 or fewer would be computed on the host, PJRTX_HOST)
+    x = jax.device_put(np.linspace(-1, 1, 96, dtype=np.float32), pjrtx_device)
     loop = lambda n: jax.jit(lambda c: lax.fori_loop(0, n, lambda i, v: v * 0.5 + 1.0, c))  # noqa: E731
     _pjrtx.count_primitives(False)
     assert evaluated(loop(10), x) == 0

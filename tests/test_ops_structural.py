@@ -159,6 +159,7 @@ def test_gradient_of_a_split_is_one_concatenate(monkeypatch, dt):
     from oracle import primitives_per_call
     from test_ops_elementwise import check
     monkeypatch.setenv("PJRTX_COMPILE", "never")
+    monkeypatch.setenv("PJRTX_HOST", "int")  # MLX's lowering is counted, not host values
     r = np.random.default_rng(11)
     x = r.standard_normal((4, 9)).astype(dt)
     w = r.standard_normal((3, 4, 3)).astype(dt)

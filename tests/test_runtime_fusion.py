@@ -41,7 +41,9 @@ def chain_bound(x, y):
     return eps * (3 * np.abs(x.astype(np.float64)) + 2 * np.abs(y.astype(np.float64)) + 1)
 
 
-def inputs(pjrtx_device, n=64):
+def inputs(pjrtx_device, n=96):
+    # (more than 64 elements: smaller computed values run on the host,
+    # PJRTX_HOST, and never reach MLX's tiers)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n).astype(np.float32)
     x[:3] = [np.nan, -0.0, np.inf]
@@ -132,7 +134,7 @@ def test_loop_body_fuses_and_matches(monkeypatch, counting, pjrtx_device):
     # No multiply feeds an add: XLA:CPU would contract it into an FMA.
     body = lambda i, v: jnp.where(v > 1.0, v * 0.5, v + 0.75)  # noqa: E731
     loop = lambda v: lax.fori_loop(0, 200, body, v)  # noqa: E731
-    x = np.linspace(-2, 2, 32, dtype=np.float32)
+    x = np.linspace(-2, 2, 96, dtype=np.float32)
     dx = jax.device_put(x, pjrtx_device)
     monkeypatch.setenv("PJRTX_COMPILE", "never")
     eager, n_eager = run_counted(jax.jit(lambda v: loop(v)), dx)

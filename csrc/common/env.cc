@@ -66,6 +66,11 @@ const std::vector<EnvVar>& env_vars() {
        "runs 1-2, so a program run once never waits for compilation; a replayed graph from "
        "run 3; fused kernels from run 65), always (fused from the first run) or never; read "
        "per compile"},
+      {"PJRTX_HOST", "all",
+       "ops on small computed values (at most 64 elements) that run on the host instead of "
+       "as MLX primitives: all (integer, pred and data-movement ops, and f32/f64 arithmetic "
+       "with one IEEE answer: + - * / sqrt, compares, converts, max/min, order-free "
+       "reductions), int (all but the float arithmetic) or off; read per compile"},
       {"PJRTX_SPIN_US", "50",
        "microseconds a waiting thread polls (yielding its core) before it blocks: the "
        "executor for the next call and for a short run's result (loop predicates included), "

@@ -468,6 +468,11 @@ std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compi
   else if (tier == "auto") options.compile_tier = backend::CompileTier::kAuto;
   else if (tier == "always") options.compile_tier = backend::CompileTier::kAlways;
   else invalid_argument("pjrtx: PJRTX_COMPILE must be 'never', 'auto' or 'always', got '", tier, "'");
+  std::string host = env_string("PJRTX_HOST");
+  if (host == "all") options.host = backend::HostMode::kAll;
+  else if (host == "int") options.host = backend::HostMode::kInt;
+  else if (host == "off") options.host = backend::HostMode::kOff;
+  else invalid_argument("pjrtx: PJRTX_HOST must be 'all', 'int' or 'off', got '", host, "'");
   const int n = assignment.num_devices();
   std::vector<std::shared_ptr<backend::Program>> programs(n);
   {

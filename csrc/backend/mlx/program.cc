@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <mlx/ops.h>
 #include <mlx/transforms.h>
 
@@ -197,6 +198,18 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
   prog->compile_tier = options_.compile_tier;
   std::vector<bool> breaks, own_segment;
   Registry& reg = Registry::get();
+  // Float negations that a sum reads: the sum's lowering computes sum(-x)
+  // as -sum(x), XLA's zero signs (ops/reduce.cc), by finding the negate
+  // among the sum's MLX inputs, so these stay MLX nodes, not host values.
+  std::set<compiler::ValueId> negated, summed_negations;
+  for (const Instruction& inst : r.body) {
+    if (inst.op == Opcode::negate && compiler::is_float(plan_.type(inst.results[0]).dtype))
+      negated.insert(inst.results[0]);
+    if (inst.op == Opcode::reduce && !inst.operands.empty() && negated.count(inst.operands[0]) &&
+        inst.regions.size() == 1 && inst.regions[0].body.size() == 1 &&
+        inst.regions[0].body[0].op == Opcode::add)
+      summed_negations.insert(inst.operands[0]);
+  }
   for (const Instruction& inst : r.body) {
     Lowering fn = reg.find(inst.op);
     reg.count_lowering(inst.op);
@@ -272,7 +285,11 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     if (!parts_mode_)
       if (auto folded = fold(inst, checked)) checked = std::move(*folded);
     const bool hc = !parts_mode_ && host_call(inst);
-    HostForm host = parts_mode_ ? HostForm{} : hc ? native_host_call(inst) : host_small_kernel(plan_, inst);
+    const bool keep_mlx = parts_mode_ || options_.host == HostMode::kOff ||
+                          (inst.op == Opcode::negate && summed_negations.count(inst.results[0]));
+    HostForm host = keep_mlx ? HostForm{}
+                    : hc ? native_host_call(inst)
+                         : host_small_kernel(plan_, inst, options_.host == HostMode::kAll);
     prog->steps.push_back({std::move(checked), &inst, std::move(host), hc});
   }
   plan_segments(*prog, r, breaks, own_segment);
@@ -280,14 +297,14 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
 }
 
 bool Lowerer::host_call(const Instruction& inst) {
-  if (inst.op != Opcode::call) return false;
+  if (inst.op != Opcode::call || options_.host == HostMode::kOff) return false;
   for (auto v : inst.operands)
     if (plan_.type(v).num_elements() > kHostSmallMaxElements) return false;
   for (auto v : inst.results)
     if (plan_.type(v).num_elements() > kHostSmallMaxElements) return false;
   const std::string& name = inst.attr_str("callee", "");
   if (auto it = host_functions_.find(name); it != host_functions_.end()) return it->second;
-  return host_functions_[name] = host_function(plan_, name);
+  return host_functions_[name] = host_function(plan_, name, options_.host == HostMode::kAll);
 }
 
 HostForm Lowerer::native_host_call(const Instruction& inst) {

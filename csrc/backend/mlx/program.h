@@ -27,6 +27,9 @@ struct LowerOptions {
   bool f64_error = false;
   // PJRTX_COMPILE: when straight-line segments run through mx::compile.
   CompileTier compile_tier = CompileTier::kAuto;
+  // PJRTX_HOST: which ops on small computed values run on the host
+  // (host_small.h).
+  HostMode host = HostMode::kAll;
   // The device of the executable this lowering is for.
   DeviceContext device;
 };

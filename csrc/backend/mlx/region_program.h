@@ -73,6 +73,11 @@ using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;
 // all computed and small (the kernel runs instead).
 using HostForm = std::function<bool(const Arrays& operands, Arrays& out)>;
 
+// Which ops on small computed values have host forms (PJRTX_HOST,
+// host_small.h): none, the exact integer, pred and data-movement ones, or
+// those and f32/f64 arithmetic with one IEEE answer.
+enum class HostMode { kOff, kInt, kAll };
+
 // When straight-line segments run through mx::compile (PJRTX_COMPILE).
 enum class CompileTier {
   kNever,   // every step builds its MLX ops on every run

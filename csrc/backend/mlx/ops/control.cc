@@ -42,10 +42,8 @@ void take_effects(RunState& st, Arrays& pending) {
   st.effects.clear();
 }
 
-bool host_step(const compiler::Plan& plan, const RegionProgram::Step& step) {
-  if (step.host || step.inst->op == compiler::Opcode::constant) return true;
-  return step.inst->op == compiler::Opcode::call &&
-         host_function(plan, step.inst->attr_str("callee", ""));
+bool host_step(const RegionProgram::Step& step) {
+  return step.host || step.host_call || step.inst->op == compiler::Opcode::constant;
 }
 
 // Whether the predicate can come out of host kernels (host_small.h) every
@@ -62,7 +60,7 @@ bool host_predicate(const compiler::Plan& plan, const RegionProgram& cond,
   using compiler::ValueId;
   std::set<size_t> todo;
   for (const auto& step : cond.steps) {
-    if (!host_step(plan, step)) return false;
+    if (!host_step(step)) return false;
     for (ValueId v : step.inst->operands)
       for (size_t i = 0; i < cond.params.size(); ++i)
         if (cond.params[i] == v) todo.insert(i);
@@ -91,7 +89,7 @@ bool host_predicate(const compiler::Plan& plan, const RegionProgram& cond,
       auto d = def.find(v);
       if (d == def.end()) continue;  // captured from outside: fixed during the loop
       const RegionProgram::Step& step = *d->second;
-      if (!host_step(plan, step)) return false;
+      if (!host_step(step)) return false;
       for (ValueId o : step.inst->operands) values.push_back(o);
     }
   }
