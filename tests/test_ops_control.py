@@ -743,3 +743,4 @@ def test_host_setting_off_and_a_bad_value(monkeypatch):
     monkeypatch.setenv("PJRTX_HOST", "floats")
     with pytest.raises(Exception, match="PJRTX_HOST must be 'all', 'int' or 'off', got 'floats'"):
         jax.jit(lambda v: f(v))(jax.device_put(v, jax.devices("pjrtx")[0]))
+

@@ -290,7 +290,8 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     HostForm host = keep_mlx ? HostForm{}
                     : hc ? native_host_call(inst)
                          : host_small_kernel(plan_, inst, options_.host == HostMode::kAll);
-    prog->steps.push_back({std::move(checked), &inst, std::move(host), hc});
+    const bool float_host = host && float_arithmetic(plan_, inst);
+    prog->steps.push_back({std::move(checked), &inst, std::move(host), hc, float_host});
   }
   plan_segments(*prog, r, breaks, own_segment);
   return prog;

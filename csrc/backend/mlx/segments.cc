@@ -105,7 +105,12 @@ void plan_lane(RegionProgram& prog, RegionProgram::Segment& seg,
       auto [it, fresh] = read_index.emplace(v, read_index.size());
       need |= uint64_t{1} << std::min<size_t>(it->second, 63);
     }
-    if (!ok) continue;
+    // Float arithmetic on constants alone (a mean's 1/n, its negation)
+    // stays in the trace: there MLX fuses it into its readers, where a host
+    // value would be an input of the traced rest instead, and the fused
+    // kernels around it come out split (the bench's MLP step: 49 -> 66
+    // primitives).
+    if (!ok || (step.float_host && need == 0)) continue;
     lane->kind[i - seg.begin] = 1;
     lane->needs[i - seg.begin] = need;
     for (ValueId r : step.inst->results) lane_need[r] = need;
