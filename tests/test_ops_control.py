@@ -744,3 +744,34 @@ def test_host_setting_off_and_a_bad_value(monkeypatch):
     with pytest.raises(Exception, match="PJRTX_HOST must be 'all', 'int' or 'off', got 'floats'"):
         jax.jit(lambda v: f(v))(jax.device_put(v, jax.devices("pjrtx")[0]))
 
+
+def test_a_draw_with_mlx_bounds_keeps_threefry_on_the_host():
+    # jax.random.uniform is all host work (threefry, bits to float, the
+    # scaling); with bounds MLX computes (exp of the state) its operands are
+    # not all host values, and the call must still run by itself, so the
+    # key's rounds stay on the host rather than being traced with the rest
+    from oracle import primitives_per_call, run_on
+
+    def f(key, x):
+        def body(c):
+            k, x, n = c
+            k, sub = jax.random.split(k)
+            u = jax.random.uniform(sub, (3,), minval=-jnp.exp(x[0]), maxval=jnp.exp(x[1]))
+            return k, x + u * 0.25, n + 1
+        k, x, n = lax.while_loop(lambda c: (c[2] < 30) & (jnp.abs(c[1][0]) < 50.0), body,
+                                 (jax.random.wrap_key_data(key), x, jnp.int32(0)))
+        return jax.random.key_data(k), x, n
+
+    key = np.asarray(jax.random.key_data(jax.random.PRNGKey(5)))
+    x = np.array([0.5, -0.25, 1.0], np.float32)
+    got = run_on(jax.devices("pjrtx")[0], f, key, x)
+    want = run_on(jax.devices("cpu")[0], f, key, x)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[2], want[2])
+    # exp differs by a few ulps between the two (XLA's polynomial, MLX's);
+    # 30 steps of x += u / 4 with |u| <= e^|x| ~ 3 move x by at most ~25,
+    # each step's error a few ulps of that
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+    prims = primitives_per_call(f, key, x)
+    moved = [k for k in prims if any(op in k for op in ("Xor", "Shift", "BitwiseOr"))]
+    assert not moved, sorted(prims.items())

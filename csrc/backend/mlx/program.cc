@@ -239,8 +239,11 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
     // A call whose callee computes part of its work on the host (a random
     // draw: threefry's rounds on the key, then float math on the bits)
     // runs by itself, so its body splits into its host lane and a traced
-    // rest instead of becoming one trace here. The region stays pure.
-    own_segment.push_back(!parts_mode_ && inst.op == Opcode::call && !host_call(inst) &&
+    // rest instead of becoming one trace here. The region stays pure. (A
+    // call that is all host work too: when an operand is still an MLX
+    // value, e.g. a uniform draw's bounds, it would otherwise be traced
+    // whole here, threefry's rounds included.)
+    own_segment.push_back(!parts_mode_ && inst.op == Opcode::call &&
                           host_work(inst.attr_str("callee", "")));
     if (f64 && options_.gpu) {
       k = [k = std::move(k)](RunState& st, const Arrays& in) {
