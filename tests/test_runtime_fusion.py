@@ -317,10 +317,11 @@ def test_max_min_of_signed_zeros_in_fused_segments(monkeypatch, pjrtx_device, dt
 
 def test_float_math_on_constants_stays_fused(monkeypatch, pjrtx_device):
     # An SGD step's gradient of a mean starts from -1/n, float arithmetic on
-    # constants alone. Computed on the host it would be an input of the
-    # traced rest, and the fused kernels around it came out split (the
-    # bench's MLP: 49 -> 66 primitives); it stays in the trace, so the fused
-    # step runs as many primitives as with float host forms off.
+    # constants alone, folded at lowering. Computed on the host it would be
+    # an input of the traced rest, and the fused kernels around it came out
+    # split (the bench's MLP: 49 -> 66 primitives); a host lane treats it as
+    # a constant, so the fused step runs as many primitives as with float
+    # host forms off.
     monkeypatch.setenv("PJRTX_COMPILE", "always")
     rng = np.random.default_rng(2)
     # (a batch of 128: its gradient's cotangent is too big for the host,
@@ -364,3 +365,25 @@ def test_float_math_on_constants_stays_fused(monkeypatch, pjrtx_device):
     # the host's float ops give MLX's bits: the same step either way
     for a, b in zip(outs["all"], outs["int"]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_folded_broadcast_of_a_segment_input_is_traced(monkeypatch, pjrtx_device):
+    # c is folded (constants only) before a host sync (the loop); after it,
+    # one step reads c (an input of that segment's trace) and a folded
+    # broadcast of c is rebuilt inside the trace. Built from c's own array,
+    # the trace would reach that array beside its placeholder, which MLX
+    # refuses ("uncaptured inputs"): the segment then ran eagerly forever.
+    monkeypatch.setenv("PJRTX_COMPILE", "always")
+
+    def f(x, n):
+        c = lax.full((), 0.25, jnp.float32) + 0.25
+        k = lax.while_loop(lambda i: i < n, lambda i: i + 1, jnp.int32(0))
+        # (c is a power of two: products are exact, an FMA rounds the same)
+        return x * c + k.astype(jnp.float32) * c
+
+    x = np.linspace(-1, 1, 96, dtype=np.float32)
+    before = traces()
+    assert_same(f, x, np.int32(3))
+    after = traces()
+    assert after[2] == before[2], (before, after)  # no failed trace
+    assert after[1] > before[1], (before, after)

@@ -847,15 +847,6 @@ bool host_function(const compiler::Plan& plan, const std::string& name, bool flo
   return host_function_at(plan, name, 0, floats);
 }
 
-bool float_arithmetic(const compiler::Plan& plan, const Instruction& inst) {
-  if (!float_op(inst.op) && inst.op != Opcode::reduce) return false;
-  for (ValueId v : inst.results)
-    if (host_float_type(plan.type(v).dtype)) return true;
-  for (ValueId v : inst.operands)
-    if (host_float_type(plan.type(v).dtype)) return true;
-  return false;
-}
-
 bool host_readable(const mx::array& a) { return readable(a); }
 
 std::optional<std::vector<Int128>> computed_ints(const mx::array& a) {

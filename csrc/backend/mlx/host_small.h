@@ -55,10 +55,6 @@ constexpr int64_t kHostSmallMaxElements = 64;
 HostForm host_small_kernel(const compiler::Plan& plan, const compiler::Instruction& inst,
                            bool floats = true);
 
-// Whether `inst` is f32/f64 arithmetic (its host form, if any, computes
-// floats rather than moving them).
-bool float_arithmetic(const compiler::Plan& plan, const compiler::Instruction& inst);
-
 // Whether every instruction of function `name` has a host form (or is a
 // constant, or a call of such a function): JAX's private helpers
 // (remainder, _where, threefry2x32, ...). A call of it computes on the host

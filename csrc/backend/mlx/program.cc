@@ -285,16 +285,19 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
       return out;
     };
     // Every run hands out the values computed here once.
+    bool is_folded = false;
     if (!parts_mode_)
-      if (auto folded = fold(inst, checked)) checked = std::move(*folded);
+      if (auto folded = fold(inst, checked)) {
+        checked = std::move(*folded);
+        is_folded = true;
+      }
     const bool hc = !parts_mode_ && host_call(inst);
     const bool keep_mlx = parts_mode_ || options_.host == HostMode::kOff ||
                           (inst.op == Opcode::negate && summed_negations.count(inst.results[0]));
     HostForm host = keep_mlx ? HostForm{}
                     : hc ? native_host_call(inst)
                          : host_small_kernel(plan_, inst, options_.host == HostMode::kAll);
-    const bool float_host = host && float_arithmetic(plan_, inst);
-    prog->steps.push_back({std::move(checked), &inst, std::move(host), hc, float_host});
+    prog->steps.push_back({std::move(checked), &inst, std::move(host), hc, is_folded});
   }
   plan_segments(*prog, r, breaks, own_segment);
   return prog;
@@ -476,8 +479,18 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
   if (broadcast) {
     for (size_t i = 0; i < values.size(); ++i)
       constants_.insert_or_assign(inst.results[i], values[i]);
-    return Kernel([values, args = std::move(args), kernel](RunState& st, const Arrays&) {
-      return tracing_segment() ? kernel(st, trace_safe_constants(args)) : values;
+    // In a trace it is built again from its operands as the trace sees them:
+    // an operand that is also an input of the trace (a constant from an
+    // earlier segment that other steps read) is then its placeholder, where
+    // the operand's own array would reach the traced graph beside it and
+    // MLX refuses the trace ("uncaptured inputs", the segment then runs
+    // eagerly).
+    return Kernel([values, kernel](RunState& st, const Arrays& in) {
+      if (!tracing_segment()) return values;
+      Arrays ops;
+      ops.reserve(in.size());
+      for (const auto& a : in) ops.push_back(a.is_tracer() ? a : trace_safe_constant(a));
+      return kernel(st, ops);
     });
   }
   args.clear();

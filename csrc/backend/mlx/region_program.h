@@ -152,8 +152,9 @@ struct RegionProgram {
     // A call of a function whose every step has a host form (host_small.h's
     // host_function): its callee's segments run on the host when they can.
     bool host_call = false;
-    // The host form computes floats (host_small.h's float_arithmetic).
-    bool float_host = false;
+    // Folded at lowering (its operands are constants): it hands out the same
+    // arrays every run, and a host lane treats it as a constant.
+    bool folded = false;
   };
   // Consecutive steps [begin, end). A fusable segment has no host sync (no
   // control flow, custom call, host transfer or RNG state) and at least two

@@ -83,7 +83,13 @@ void plan_lane(RegionProgram& prog, RegionProgram::Segment& seg,
   bool any = false;
   for (size_t i = seg.begin; i < seg.end; ++i) {
     const RegionProgram::Step& step = prog.steps[i];
-    if (step.inst->op == Opcode::constant) {
+    // A folded step is a constant too (-1/n from a mean's gradient, a
+    // broadcast scalar): it runs on whichever side reads it. Computed on
+    // the host and handed to the traced rest as an input, it would reach
+    // the fused kernels as an input instead of a constant, and they come
+    // out split (the bench's MLP step with float host forms: 49 -> 66
+    // primitives).
+    if (step.inst->op == Opcode::constant || step.folded) {
       lane->kind[i - seg.begin] = 2;
       consts.insert(step.inst->results.begin(), step.inst->results.end());
       continue;
@@ -105,12 +111,7 @@ void plan_lane(RegionProgram& prog, RegionProgram::Segment& seg,
       auto [it, fresh] = read_index.emplace(v, read_index.size());
       need |= uint64_t{1} << std::min<size_t>(it->second, 63);
     }
-    // Float arithmetic on constants alone (a mean's 1/n, its negation)
-    // stays in the trace: there MLX fuses it into its readers, where a host
-    // value would be an input of the traced rest instead, and the fused
-    // kernels around it come out split (the bench's MLP step: 49 -> 66
-    // primitives).
-    if (!ok || (step.float_host && need == 0)) continue;
+    if (!ok) continue;
     lane->kind[i - seg.begin] = 1;
     lane->needs[i - seg.begin] = need;
     for (ValueId r : step.inst->results) lane_need[r] = need;
@@ -349,17 +350,24 @@ const RegionProgram::Variant* RegionProgram::lane_variant(const RunState& st,
     if (lane.kind[k] == 1 && (lane.needs[k] & ~ready) == 0) host[k] = 1;
     if (lane.kind[k] != 2) (host[k] ? host_reads : rest_reads).insert(lane.uses[k].begin(), lane.uses[k].end());
   }
+  // Constants (folded steps too, which read other constants) run on each
+  // side that reads them: last to first, so a folded step's operands go
+  // where it goes.
+  std::vector<uint8_t> const_host(n, 0), const_rest(n, 0);
+  for (size_t k = n; k-- > 0;) {
+    if (lane.kind[k] != 2) continue;
+    for (ValueId x : steps[seg.begin + k].inst->results) {
+      const_host[k] = const_host[k] || host_reads.count(x);
+      const_rest[k] = const_rest[k] || rest_reads.count(x);
+    }
+    if (const_host[k]) host_reads.insert(lane.uses[k].begin(), lane.uses[k].end());
+    if (const_rest[k]) rest_reads.insert(lane.uses[k].begin(), lane.uses[k].end());
+  }
   std::set<ValueId> rest_defs;
   for (size_t k = 0; k < n; ++k) {
-    const Instruction& inst = *steps[seg.begin + k].inst;
     if (lane.kind[k] == 2) {
-      bool h = false, r = false;
-      for (ValueId x : inst.results) {
-        h = h || host_reads.count(x);
-        r = r || rest_reads.count(x);
-      }
-      if (h) v->host.push_back(seg.begin + k);
-      if (!r) continue;
+      if (const_host[k]) v->host.push_back(seg.begin + k);
+      if (!const_rest[k]) continue;
     } else if (host[k]) {
       v->host.push_back(seg.begin + k);
       continue;
