@@ -1,0 +1,36 @@
+// Helpers shared by host_small.cc and host_float.cc (not a public API):
+// reading and building the small computed arrays host forms work on.
+#pragma once
+
+#include <vector>
+
+#include "backend/mlx/host_int.h"
+#include "backend/mlx/host_small.h"
+
+namespace pjrtx::backend {
+
+namespace host_detail {
+// Whether `a` can be read here: computed, not a trace placeholder, row
+// contiguous with no offset games, and small.
+bool readable(const mx::array& a);
+// A computed array of type `t` holding `v` (values already wrapped to t).
+mx::array make_int_array(const std::vector<Int128>& v, const compiler::TensorType& t);
+std::vector<int64_t> strides_of(const compiler::Shape& s);
+// Every operand readable and of its planned type.
+bool all_readable(const Arrays& in, const std::vector<compiler::TensorType>& types);
+std::vector<compiler::TensorType> operand_types(const compiler::Plan& plan,
+                                                const compiler::Instruction& inst);
+// The result element each element of an operand of shape `in` folds into
+// when `axes` are reduced (empty when an axis is out of range or repeated),
+// and how many elements fold into each.
+std::vector<size_t> reduce_targets(const compiler::TensorType& in, const std::vector<int64_t>& axes,
+                                   int64_t& count);
+}  // namespace host_detail
+
+// host_float.cc: the f32/f64 host forms (empty when `inst` has none).
+HostForm float_kernel(const compiler::Plan& plan, const compiler::Instruction& inst);
+// A float reduce whose body is `body` (add, maximum or minimum).
+HostForm float_reduce_kernel(const compiler::Plan& plan, const compiler::Instruction& inst,
+                             compiler::Opcode body);
+
+}  // namespace pjrtx::backend
