@@ -27,3 +27,9 @@ os.environ.setdefault(MLX_TF32_VAR, "0")
 from pjrtx import _blas  # noqa: E402
 
 _blas.preload()
+
+# jax.distributed.initialize: clear errors where jaxlib would end the
+# process (an address nobody serves, a coordinator port in use).
+from pjrtx import coordinator as _coordinator  # noqa: E402
+
+_coordinator.install()

@@ -309,10 +309,18 @@ def main(argv=None) -> int:
     m.add_argument("-n", dest="numprocesses", type=int, default=0,
                    help="pytest-xdist processes per run (where pytest-xdist is installed)")
     la = sub.add_parser("launch", help="start a local multi-process run (jax.distributed)",
-                        usage="python -m pjrtx launch -n N [--devices K] script.py [args]")
+                        usage="python -m pjrtx launch -n N [--devices K] [--coordinator HOST:PORT "
+                              "--nodes M --node-rank R] script.py [args]")
     la.add_argument("-n", "--nprocs", type=int, required=True, help="processes")
     la.add_argument("--devices", type=int, default=None,
                     help="pjrtx devices per process (PJRTX_DEVICES; default: as set, else 1)")
+    la.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                    help="JAX's coordinator, an address of node 0's machine (across "
+                         "machines; default: a free local port)")
+    la.add_argument("--nodes", type=int, default=1, help="machines, each running this "
+                    "launcher with -n processes (default 1)")
+    la.add_argument("--node-rank", type=int, default=0, help="this machine's index (0: the "
+                    "one serving the coordinator)")
     la.add_argument("script")
     la.add_argument("script_args", nargs=argparse.REMAINDER)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -320,7 +328,9 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
         from pjrtx import launch
         rest = [a for a in args.script_args if a != "--"] if args.script_args[:1] == ["--"] else args.script_args
-        return launch.launch(args.nprocs, args.devices, args.script, rest)
+        return launch.launch(args.nprocs, args.devices, args.script, rest,
+                             coordinator=args.coordinator, nodes=args.nodes,
+                             node_rank=args.node_rank)
     pytest_args = []
     if "--" in argv:  # compare: everything after -- is the pytest command
         i = argv.index("--")

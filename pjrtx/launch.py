@@ -11,11 +11,16 @@ workers run under a bootstrap that registers a JAX cluster environment
 (``PjrtxLaunchCluster``) reading those variables, as JAX reads SLURM's or
 Open MPI's.
 
-Across machines, run one process per machine yourself with the same
-coordinator: ``jax.distributed.initialize("HOST0:PORT", num_processes=N,
-process_id=I)``; pjrtx exchanges the rest (its MLX ring addresses) through
-JAX's key-value store (PJRTX_DISTRIBUTED_HOST names the address others
-reach a machine at when its first network interface is not it).
+Across machines, run the launcher on each machine with the same
+``--coordinator HOST0:PORT`` (an address of machine 0, where process 0
+serves JAX's coordinator), ``--nodes M`` and that machine's ``--node-rank``:
+each starts its ``-n`` processes, numbered node_rank * n onwards, of
+M * n in all. (Or call ``jax.distributed.initialize("HOST0:PORT",
+num_processes=N, process_id=I)`` in each process yourself.) pjrtx exchanges
+the rest (its MLX ring addresses) through JAX's key-value store
+(PJRTX_DISTRIBUTED_HOST names the address others reach a machine at when
+its first network interface is not it). A coordinator nobody serves, or a
+busy coordinator port, is a clear error (pjrtx/coordinator.py).
 """
 from __future__ import annotations
 
@@ -106,18 +111,28 @@ def child_main(argv: list[str]) -> int:
 
 
 def launch(nprocs: int, devices: int | None, script: str, args: list[str],
-           out=sys.stdout) -> int:
+           out=sys.stdout, coordinator: str | None = None, nodes: int = 1,
+           node_rank: int = 0) -> int:
     if nprocs < 1:
         raise SystemExit("pjrtx launch: -n must be at least 1")
     if not os.path.isfile(script):
         raise SystemExit(f"pjrtx launch: no such script: {script}")
-    coordinator = f"127.0.0.1:{free_port()}"
+    if nodes < 1 or not 0 <= node_rank < nodes:
+        raise SystemExit(f"pjrtx launch: --node-rank must be in [0, {nodes}), "
+                         f"got {node_rank}")
+    if nodes > 1 and coordinator is None:
+        raise SystemExit("pjrtx launch: --nodes > 1 needs --coordinator HOST:PORT "
+                         "(an address of node 0's machine)")
+    if coordinator is None:
+        coordinator = f"127.0.0.1:{free_port()}"
+    total, first = nodes * nprocs, node_rank * nprocs
     procs = []
     sel = selectors.DefaultSelector()
-    for rank in range(nprocs):
+    for local in range(nprocs):
+        rank = first + local
         env = dict(os.environ)
         env[ENV_COORDINATOR] = coordinator
-        env[ENV_COUNT] = str(nprocs)
+        env[ENV_COUNT] = str(total)
         env[ENV_RANK] = str(rank)
         env["PYTHONUNBUFFERED"] = "1"
         if devices is not None:
@@ -129,11 +144,12 @@ def launch(nprocs: int, devices: int | None, script: str, args: list[str],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
         procs.append(p)
-        sel.register(p.stdout, selectors.EVENT_READ, rank)
-    width = len(str(nprocs - 1))
+        sel.register(p.stdout, selectors.EVENT_READ, local)
+    width = len(str(total - 1))
     status = 0
     failed_rank = None
     buffers = {r: b"" for r in range(nprocs)}
+    label = {r: f"[{first + r:>{width}}] " for r in range(nprocs)}
     open_streams = nprocs
 
     def stop_all():
@@ -157,7 +173,7 @@ def launch(nprocs: int, devices: int | None, script: str, args: list[str],
             rc = p.poll()
             if rc not in (None, 0) and failed_rank is None:
                 failed_rank, status = rank, rc
-                out.write(f"pjrtx launch: process {rank} exited with status {rc}; "
+                out.write(f"pjrtx launch: process {first + rank} exited with status {rc}; "
                           f"stopping the others\n")
                 out.flush()
                 stop_all()
@@ -171,12 +187,12 @@ def launch(nprocs: int, devices: int | None, script: str, args: list[str],
                     sel.unregister(key.fileobj)
                     open_streams -= 1
                     if buffers[rank]:
-                        out.write(f"[{rank:>{width}}] {buffers[rank].decode(errors='replace')}\n")
+                        out.write(f"{label[rank]}{buffers[rank].decode(errors='replace')}\n")
                     continue
                 buffers[rank] += chunk
                 *lines, buffers[rank] = buffers[rank].split(b"\n")
                 for line in lines:
-                    out.write(f"[{rank:>{width}}] {line.decode(errors='replace')}\n")
+                    out.write(f"{label[rank]}{line.decode(errors='replace')}\n")
                 out.flush()
             check_exits()
     except KeyboardInterrupt:

@@ -12,7 +12,22 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-if mode in ("peer_dies", "peer_stuck", "devices_mismatch", "processes_mismatch", "port_in_use"):
+if mode in ("wrong_address", "coordinator_port_busy"):
+    # One process, pjrtx imported first: jaxlib alone would abort (an
+    # address nobody serves) or crash (a coordinator port in use).
+    import pjrtx  # noqa: F401
+    address, pid = sys.argv[2], int(sys.argv[3])
+    t0 = time.monotonic()
+    try:
+        jax.distributed.initialize(coordinator_address=address, num_processes=2,
+                                   process_id=pid, initialization_timeout=4)
+        print("CONNECTED", flush=True)
+    except Exception as e:  # noqa: BLE001 - the test reads the message
+        print(f"RAISED after {time.monotonic() - t0:.1f}s {type(e).__name__}: {e}", flush=True)
+    # and the process goes on: JAX still works on this process alone
+    print("SUM", float(jnp.sum(jnp.arange(4.0))), flush=True)
+    sys.exit(0)
+elif mode in ("peer_dies", "peer_stuck", "devices_mismatch", "processes_mismatch", "port_in_use"):
     from pjrtx import jax_plugin
     jax_plugin.ensure_registered()
     port, pid = sys.argv[2], int(sys.argv[3])

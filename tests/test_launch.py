@@ -54,6 +54,28 @@ def test_launch_runs_every_process_with_rank_prefixes():
         assert line[0] == f"[{rank}] process {rank} of 2 devices 4 psum 10.0", line
 
 
+def test_launch_across_nodes_numbers_processes_from_the_node_rank():
+    # Two launchers, as on two machines: node 1's 2 processes are 2 and 3
+    # of 4, and all four meet in one psum (1 + 2 + 3 + 4 over 4 devices).
+    coordinator = f"127.0.0.1:{free_port()}"
+    cmds = [[sys.executable, "-m", "pjrtx", "launch", "-n", "2", "--coordinator", coordinator,
+             "--nodes", "2", "--node-rank", str(node), WORKER, "ok"] for node in (1, 0)]
+    procs = [subprocess.Popen(c, env=child_env(), cwd=HERE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for c in cmds]
+    try:
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:] + err[-3000:]
+    for node, (out, _) in zip((1, 0), outs):
+        for rank in (2 * node, 2 * node + 1):
+            line = [ln for ln in out.splitlines() if ln.startswith(f"[{rank}] process")]
+            assert line == [f"[{rank}] process {rank} of 4 devices 4 psum 10.0"], out[-3000:]
+
+
 def test_launch_stops_everyone_when_one_fails():
     p, seconds = _launch("-n", "2", WORKER, "one_fails")
     assert p.returncode == 3, p.stdout[-3000:]
@@ -118,3 +140,50 @@ def test_a_busy_ring_port_is_a_clear_error():
     assert rc == 0, err[-3000:]
     assert "RAISED" in out and "UNAVAILABLE" in out, out + err[-2000:]
     assert "ring port is in use" in out, out
+
+
+def _single(mode, address, pid, timeout=120, **extra):
+    p = subprocess.run([sys.executable, WORKER, mode, address, str(pid)],
+                       env=child_env(JAX_PLATFORMS="pjrtx,cpu", **extra),
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_a_coordinator_address_nobody_serves_is_a_clear_error():
+    # Process 1 of 2, and nothing listens at the address: after the
+    # initialization_timeout (4 s) it raises naming the address, where
+    # jaxlib's own connect ends the process. The process goes on working.
+    port = free_port()
+    t0 = time.monotonic()
+    rc, out, err = _single("wrong_address", f"127.0.0.1:{port}", 1)
+    assert rc == 0, err[-3000:]
+    m = re.search(r"RAISED after ([\d.]+)s RuntimeError: (.*)", out)
+    assert m, out + err[-2000:]
+    assert 3.5 <= float(m.group(1)) < 30, m.group(0)
+    assert f"process 1 found no coordinator at 127.0.0.1:{port} within 4 s" in m.group(2)
+    assert "SUM 6.0" in out, out
+    assert time.monotonic() - t0 < 100
+
+
+def test_a_coordinator_host_that_does_not_resolve_fails_at_once():
+    rc, out, err = _single("wrong_address", "no-such-host.invalid:4321", 1)
+    assert rc == 0, err[-3000:]
+    m = re.search(r"RAISED after ([\d.]+)s RuntimeError: (.*)", out)
+    assert m, out + err[-2000:]
+    assert float(m.group(1)) < 3.5, m.group(0)  # before the 4 s timeout
+    assert "coordinator address no-such-host.invalid:4321 does not resolve" in m.group(2)
+
+
+def test_a_busy_coordinator_port_is_a_clear_error():
+    # Process 0 serves the coordinator on a port this test holds: jaxlib's
+    # service would crash the process (SIGSEGV) failing to bind it (with
+    # the port held on 127.0.0.1 only, it raises "Failed to start RPC server").
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        rc, out, err = _single("coordinator_port_busy", f"127.0.0.1:{port}", 0)
+    assert rc == 0, (rc, err[-3000:])
+    assert "RAISED" in out and "RuntimeError" in out, out + err[-2000:]
+    assert f"port {port} is in use on this machine" in out, out
+    assert "SUM 6.0" in out, out
