@@ -17,7 +17,9 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "backend/mlx/host_small.h"
 #include "backend/mlx/registry.h"
@@ -223,6 +225,37 @@ namespace {
 std::atomic<int64_t> g_replay{0}, g_fused{0}, g_failed{0};
 thread_local int g_tracing = 0;
 
+// The arrays each open mx::compile call was given (outermost first). MLX
+// refuses a trace whose graph reaches one of them other than through its
+// placeholder ("uncaptured inputs"; the segment then runs eagerly for good),
+// and a constant's array can be one: a constant defined before the segment
+// is an input of its trace while a folded step inside it that is the
+// identity on that constant (a convert to the same type) hands the trace
+// the very same array. trace_safe_constant gives such an array a new
+// identity over the same bytes.
+thread_local std::vector<const Arrays*> g_trace_inputs;
+struct TraceInputs {
+  explicit TraceInputs(const Arrays& ins) { g_trace_inputs.push_back(&ins); }
+  ~TraceInputs() { g_trace_inputs.pop_back(); }
+};
+
+bool is_trace_input(const mx::array& a) {
+  for (const Arrays* ins : g_trace_inputs)
+    for (const mx::array& x : *ins)
+      if (x.id() == a.id()) return true;
+  return false;
+}
+
+// The same bytes under a new identity (the buffer kept alive by `a`); for
+// evaluated arrays that own one dense block.
+std::optional<mx::array> fresh_handle(const mx::array& a) {
+  if (a.status() != mx::array::Status::available || !a.flags().row_contiguous ||
+      a.offset() != 0 || a.data_size() != a.size())
+    return std::nullopt;
+  mx::allocator::Data data(a.buffer(), [keep = a](mx::allocator::Buffer) mutable {});
+  return mx::array(std::move(data), a.shape(), a.dtype());
+}
+
 // MLX reads its compile mode when it traces; only the executor thread
 // compiles, so switching the process-wide mode around one call is safe.
 // Traces nest (a replayed segment holding a loop whose blocks replay): the
@@ -248,6 +281,7 @@ std::optional<Arrays> TieredFunction::call(Stage stage,
   if (first) slot = mx::compile(fn);
   try {
     FusionOff scope(stage == Stage::kReplay);
+    TraceInputs originals(ins);
     Arrays out = slot(ins);
     // Inputs that are placeholders (a trace of an enclosing function) only
     // call `fn`: count real traces only.
@@ -288,6 +322,8 @@ bool negative_zero(const mx::array& a) {
 }  // namespace
 
 mx::array trace_safe_constant(const mx::array& a) {
+  if (is_trace_input(a))
+    if (auto fresh = fresh_handle(a)) return trace_safe_constant(*fresh);
   if (a.size() != 1 || (a.dtype() != mx::complex64 && !negative_zero(a))) return a;
   mx::array flat = mx::reshape(a, {1});
   return mx::reshape(mx::slice(mx::concatenate({flat, flat}, 0), {0}, {1}), a.shape());
