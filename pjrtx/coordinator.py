@@ -45,8 +45,12 @@ def check_bindable(bind_address: str) -> None:
     if host in ("", "::", "0.0.0.0"):
         candidates = [(socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")]
     else:
-        candidates = [(info[0], info[4][0]) for info in
-                      socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as e:
+            raise RuntimeError(f"jax.distributed.initialize: process 0's coordinator address "
+                               f"{bind_address} does not resolve ({e.strerror})") from None
+        candidates = [(info[0], info[4][0]) for info in infos]
     last = None
     for family, addr in candidates:
         try:
