@@ -17,10 +17,11 @@ if mode in ("wrong_address", "coordinator_port_busy"):
     # address nobody serves) or crash (a coordinator port in use).
     import pjrtx  # noqa: F401
     address, pid = sys.argv[2], int(sys.argv[3])
+    wait = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     t0 = time.monotonic()
     try:
         jax.distributed.initialize(coordinator_address=address, num_processes=2,
-                                   process_id=pid, initialization_timeout=4)
+                                   process_id=pid, initialization_timeout=wait)
         print("CONNECTED", flush=True)
     except Exception as e:  # noqa: BLE001 - the test reads the message
         print(f"RAISED after {time.monotonic() - t0:.1f}s {type(e).__name__}: {e}", flush=True)
