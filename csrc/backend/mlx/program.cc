@@ -291,8 +291,13 @@ std::shared_ptr<const RegionProgram> Lowerer::lower_region(const Region& r) {
         checked = std::move(*folded);
         is_folded = true;
       }
-    const bool hc = !parts_mode_ && host_call(inst);
-    const bool keep_mlx = parts_mode_ || options_.host == HostMode::kOff ||
+    // A folded step has no host form: its value was computed here, and its
+    // operands may be released after lowering (release_unread_folds: only
+    // folded readers, which ignore them, read them). A host form would
+    // recompute it from those released placeholders, `false` for a pred
+    // (jnp.all(a == b) over captured constants came out False).
+    const bool hc = !parts_mode_ && !is_folded && host_call(inst);
+    const bool keep_mlx = parts_mode_ || is_folded || options_.host == HostMode::kOff ||
                           (inst.op == Opcode::negate && summed_negations.count(inst.results[0]));
     HostForm host = keep_mlx ? HostForm{}
                     : hc ? native_host_call(inst)
