@@ -11,7 +11,7 @@
 #include "backend/mlx/f64_scope.h"
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/host_small.h"
-#include "backend/mlx/ops/counted_loop.h"
+#include "backend/mlx/loop_stats.h"
 #include "backend/mlx/widen.h"
 #include "common/error.h"
 
