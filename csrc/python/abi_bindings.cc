@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "pjrt/entry_points.h"
-#include "pjrt/c_api.h"
+#include "pjrt/pjrt_entry_points.h"
+#include "pjrt/pjrt_c_api.h"
 #include "python/bindings.h"
 
 namespace nb = nanobind;

@@ -16,7 +16,7 @@
 
 #include <mlx/array.h>
 
-#include "backend/mlx/device.h"
+#include "backend/mlx/mlx_device.h"
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/process_group.h"
 #include "backend/mlx/program.h"

@@ -5,7 +5,7 @@
 
 #include "backend/mlx/async_eval.h"
 #include "backend/mlx/collective_run.h"
-#include "backend/mlx/device.h"
+#include "backend/mlx/mlx_device.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 #include "backend/mlx/transfer.h"
