@@ -90,7 +90,7 @@ class Program:
     def __repr__(self):  # what hypothesis prints for a failing example
         lines = []
         for i, (v, spec) in enumerate(self.values):
-            s = spec if spec[0] != "const" else ("const", spec[1].tolist())
+            s = tuple(x.tolist() if isinstance(x, np.ndarray) else x for x in spec)
             lines.append(f"  %{i}: {v.dtype}{list(v.shape)} = {s}")
         args = [a.tolist() for a in self.args]
         return "Program(\n" + "\n".join(lines) + f"\n  args={args}\n  outputs={self.outputs})"
@@ -287,7 +287,13 @@ def programs(draw, x64: bool = False, max_ops: int = 8):
             if step == n_ops or draw(st.integers(0, 3)) == 0:
                 dims = tuple(range(len(v.shape)))   # all of them, often
             shape = tuple(s for d, s in enumerate(v.shape) if d not in dims)
-            spec, out = ("reduce", name, dims, a), Value(v.dtype, shape)
+            # Now and then an integer init that is not the identity: XLA
+            # applies it once per result element, and not at all where the
+            # reduced dimensions hold one element.
+            init = None
+            if k in "iu" and draw(st.integers(0, 4)) == 0:
+                init = edge_array(draw, v.dtype, ())
+            spec, out = ("reduce", name, dims, a, init), Value(v.dtype, shape)
         p.ops[op if op not in ("unary", "binary", "compare", "reduce") else
               f"{op} {spec[1]} {kind(v.dtype)}" if op != "reduce" else
               f"reduce {spec[1]} {kind(v.dtype)} over {'none' if not spec[2] else 'all' if len(spec[2]) == len(v.shape) else 'some'}"] += 1
@@ -363,7 +369,7 @@ def evaluate(p: Program, args, loop_index=None):
         else:  # reduce
             x = env[spec[3]]
             op, init = reduce_monoid(kind(v.dtype), spec[1], v.dtype)
-            env.append(lax.reduce(x, init, op, spec[2]))
+            env.append(lax.reduce(x, init if spec[4] is None else spec[4], op, spec[2]))
     return [env[i] for i in p.outputs]
 
 
