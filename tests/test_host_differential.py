@@ -467,7 +467,10 @@ def check(p: Program, context: str, trips: int):
     args = call_args(p, context, trips)
     want = run(jax.devices("cpu")[0], as_function(p, context, trips, "xla_side"), args)[0]
     bad = []
-    zero_sign = zero_sign_defined(p)
+    # Inside loop bodies XLA:CPU's simplifier rewrites 0 + x to x, so
+    # 0.0 + -0.0 comes out -0.0 there (IEEE, and pjrtx: +0.0): the sign of a
+    # zero is compared at top level only.
+    zero_sign = context == "top" and zero_sign_defined(p)
     old = os.environ.get("PJRTX_HOST")
     try:
         for mode in MODES:
