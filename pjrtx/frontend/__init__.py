@@ -31,7 +31,7 @@ def _num_partitions(module) -> int:
 
 def _partition(module, ext, open_params=()):
     """A program for several devices (mhlo.num_partitions > 1) becomes the
-    program each device runs (pjrtx/frontend/partition.py); returns the
+    program each device runs (pjrtx/frontend/partition/); returns the
     serialized xla.OpSharding of each entry argument and result, which the
     executable reports to JAX, or None on one device. `open_params` are the
     compile options' allow_spmd_sharding_propagation_to_parameters."""

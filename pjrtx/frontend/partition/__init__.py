@@ -56,10 +56,10 @@ LOCAL_PIPELINE = "builtin.module(sdy-convert-global-to-local,sdy-drop-sharding-a
 #     (convert_global_to_local.cc:2747, :2108);
 #   while, case, if: region types are not converted (pass error);
 #   dynamic_slice, dynamic_update_slice: sliced sizes are not localized;
-#   custom_call (but see partition_batch.py), rng ops, fft, select_and_scatter,
+#   custom_call (but see batch_calls.py), rng ops, fft, select_and_scatter,
 #   reverse, chlo.*: not verified.
 # pad, gather and scatter pass the screen but are checked after Shardy's
-# export (partition_checks.check_pads_gathers_scatters): a pad only where no sharded dimension is padded,
+# export (checks.check_pads_gathers_scatters): a pad only where no sharded dimension is padded,
 # a gather only where its sharded dimensions are batch dimensions (the
 # jvp/vjp of batched linalg), since the converter aborts on others.
 _ELEMENTWISE = {
@@ -86,7 +86,7 @@ SHARDY_SAFE_OPS = frozenset(
     {"stablehlo." + n for n in _ELEMENTWISE | _STRUCTURAL}
     | {"func.return", "sdy.sharding_constraint", "sdy.reshard", "sdy.manual_computation",
        "sdy.sharding_group"})
-# Ops the screen lets through that partition_checks checks once their
+# Ops the screen lets through that checks.py checks once their
 # shardings are known (after Shardy's export, before the converter).
 _CHECKED_AFTER_EXPORT = frozenset({"stablehlo.pad", "stablehlo.gather"})
 # Ops whose regions are scalar computations (not partitioned; not screened).
@@ -434,7 +434,7 @@ def _reduce_kind(op) -> str | None:
 
 def _screen(main, mesh_axis_names: set) -> tuple[list[str], list[str]]:
     """-> (unsafe ops outside manual computations, unsafe ops inside them)."""
-    from pjrtx.frontend.partition_batch import batch_layout  # it builds on this module
+    from pjrtx.frontend.partition.batch_calls import batch_layout  # it builds on this module
 
     outside, inside = [], []
 
@@ -536,9 +536,9 @@ def _close_unannotated_args(main, mesh_name: str, open_params=()):
 
 def _localize_shardy(module, n: int, meshes: dict, open_params=()) -> PartitionInfo:
     # These build on this module.
-    from pjrtx.frontend import partition_unreduced
-    from pjrtx.frontend.partition_batch import add_batch_rules, check_batch_calls
-    from pjrtx.frontend.partition_checks import (
+    from pjrtx.frontend.partition import unreduced
+    from pjrtx.frontend.partition.batch_calls import add_batch_rules, check_batch_calls
+    from pjrtx.frontend.partition.checks import (
         check_divisible, check_inserted_collectives, check_pads_gathers_scatters,
         check_partial_sums, fix_all_reduce_bodies,
     )
@@ -557,8 +557,8 @@ def _localize_shardy(module, n: int, meshes: dict, open_params=()) -> PartitionI
     main = _main(module)
 
     sums_of_unreduced = 0
-    if partition_unreduced.has_unreduced(main):
-        sums_of_unreduced = partition_unreduced.lower_unreduced(
+    if unreduced.has_unreduced(main):
+        sums_of_unreduced = unreduced.lower_unreduced(
             main, meshes, mesh_name, axes, ids, n)
     check_partial_sums(main)
     check_divisible(main, meshes)
@@ -582,9 +582,9 @@ def _localize_shardy(module, n: int, meshes: dict, open_params=()) -> PartitionI
 # ---------------------------------------------------------------- entry point
 def _localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo:
     # The global path lives in its own module, which builds on this one.
-    from pjrtx.frontend import partition_global
+    from pjrtx.frontend.partition import global_path
 
-    return partition_global.localize_global(module, n, meshes, reason)
+    return global_path.localize_global(module, n, meshes, reason)
 
 
 def localize(module, num_partitions: int, *, force: str | None = None,
@@ -620,10 +620,10 @@ def localize(module, num_partitions: int, *, force: str | None = None,
     inline_calls(module)
     main = _main(module)
     # Python callbacks XLA's SPMD partitioner would make (custom_partitioning,
-    # inspect_array_sharding); partition_custom builds on this module.
-    from pjrtx.frontend import partition_custom
+    # inspect_array_sharding); partitioner_callbacks builds on this module.
+    from pjrtx.frontend.partition import partitioner_callbacks
 
-    if partition_custom.run_partitioner_callbacks(module, n):
+    if partitioner_callbacks.run_partitioner_callbacks(module, n):
         main = _main(module)
 
     if force == "global":

@@ -26,7 +26,7 @@ from jaxlib.mlir import passmanager
 from pjrtx.frontend.partition import (
     ShardyUnsafe, _main, _meshes, _mesh_info, _op_name, _walk, inline_calls,
 )
-from pjrtx.frontend.partition_checks import value_sharding
+from pjrtx.frontend.partition.checks import value_sharding
 
 TARGET = "CustomSPMDPartitioning"
 _counter = itertools.count()

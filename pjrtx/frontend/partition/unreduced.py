@@ -33,8 +33,8 @@ from pjrtx.frontend.partition import (
     ShardyUnsafe, _attr_names, _axis_ref_size, _coords_of_partition, _dim_index, _is_ranked,
     _op_name,
 )
-from pjrtx.frontend.partition_checks import value_sharding
-from pjrtx.frontend.partition_global import _zero_text
+from pjrtx.frontend.partition.checks import value_sharding
+from pjrtx.frontend.partition.global_path import _zero_text
 
 # Ops that are linear in each operand that carries the unreduced axes (the
 # others must be whole along them); a sum of partial values goes through.

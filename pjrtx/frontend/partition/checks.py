@@ -67,7 +67,7 @@ def check_partial_sums(main):
             users = [_op_name(u.owner) for u in r.uses]
             partial = any(u in ("sdy.all_reduce", "sdy.reduce_scatter") for u in users)
             sharding = str(o.attributes["sdy.sharding"]) if "sdy.sharding" in o.attributes else ""
-            # (partition_unreduced wraps the dots it leaves unreduced in
+            # (unreduced.py wraps the dots it leaves unreduced in
             # manual computations: one still marked unreduced was not)
             if (partial or "unreduced" in sharding) and users != ["sdy.all_reduce"]:
                 raise ShardyUnsafe(f"{_op_name(o)} with a sharded contraction feeds {users} "
@@ -237,7 +237,7 @@ def fix_all_reduce_bodies(main, sums_of_unreduced: bool = False) -> None:
     """Shardy 0.10.2 gives every all_reduce it inserts an add body. Set it to
     the reduce it follows; refuse any all_reduce whose origin is unclear
     (unless the program sums unreduced values, whose all_reduces
-    partition_unreduced checked before the converter ran)."""
+    unreduced.py checked before the converter ran)."""
     for o in list(_walk(main)):
         if _op_name(o) != "stablehlo.all_reduce":
             continue
