@@ -148,12 +148,12 @@ def test_global_path_gathers_and_slices():
 def test_groups_for_dim_respects_order_sub_axes_and_device_ids():
     axes = (("x", 2), ("y", 4))
     ids = tuple(range(8))
-    assert global_path._groups_for_dim(("x",), axes, ids) == [[0, 4], [1, 5], [2, 6], [3, 7]]
-    assert global_path._groups_for_dim(("y", "x"), axes, ids) == [[0, 4, 1, 5, 2, 6, 3, 7]]
+    assert global_path.groups_for_dim(("x",), axes, ids) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert global_path.groups_for_dim(("y", "x"), axes, ids) == [[0, 4, 1, 5, 2, 6, 3, 7]]
     # the major half of y: "y":(2)2 has stride 2
-    assert global_path._groups_for_dim(("y:(2)2",), axes, ids) == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert global_path.groups_for_dim(("y:(2)2",), axes, ids) == [[0, 2], [1, 3], [4, 6], [5, 7]]
     # mesh position -> partition via device_ids
-    assert global_path._groups_for_dim(("x",), (("x", 2),), (1, 0)) == [[1, 0]]
+    assert global_path.groups_for_dim(("x",), (("x", 2),), (1, 0)) == [[1, 0]]
 
 
 def test_hlo_sharding_text():
