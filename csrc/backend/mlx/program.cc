@@ -481,17 +481,17 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
   // MLX 13-15 ms). Eager runs keep the folded view (no primitive per run).
   bool broadcast = false;
   for (const auto& v : values) broadcast |= v.data_size() < v.size();
-  if (broadcast) {
-    // A small one is stored dense instead: eager runs hand it to host
-    // forms (host_small.h reads only contiguous arrays), as a threefry's
-    // broadcast rotation counts; at most 64 elements, so no memory to speak
-    // of. A large one stays a view.
-    bool all_small = true;
-    for (const auto& v : values) all_small &= v.size() <= static_cast<size_t>(kHostSmallMaxElements);
-    if (all_small) {
-      for (auto& v : values) v = mx::contiguous(v);
-      mx::eval(values);
+  // A small view (a broadcast, slice or transpose of a constant: threefry's
+  // rotation counts) is stored dense, since eager runs hand it to host forms
+  // and those read only contiguous arrays (host_small.h); at most 64
+  // elements, so no memory to speak of. A large one stays a view.
+  for (auto& v : values)
+    if (v.size() <= static_cast<size_t>(kHostSmallMaxElements) &&
+        !(v.flags().row_contiguous && v.data_size() == v.size())) {
+      v = mx::contiguous(v);
+      v.eval();
     }
+  if (broadcast) {
     for (size_t i = 0; i < values.size(); ++i)
       constants_.insert_or_assign(inst.results[i], values[i]);
     // In a trace it is built again from its operands as the trace sees them:
@@ -508,14 +508,6 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
       return kernel(st, ops);
     });
   }
-  // Small strided views (a slice or transpose of a constant) are stored
-  // dense for the same reason: host forms read them.
-  for (auto& v : values)
-    if (v.size() <= static_cast<size_t>(kHostSmallMaxElements) &&
-        !(v.flags().row_contiguous && v.data_size() == v.size())) {
-      v = mx::contiguous(v);
-      v.eval();
-    }
   args.clear();
   auto cell = std::make_shared<FoldedCell>();
   for (auto& v : values) {
