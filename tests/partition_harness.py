@@ -36,6 +36,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 from jax._src.lib import xla_client as xc  # noqa: E402
 
 from pjrtx.frontend import partition  # noqa: E402
+from pjrtx.frontend.partition.sharding import coords_of_partition  # noqa: E402
+from pjrtx.frontend.partition.walk import func_attr_list, func_type, main_func  # noqa: E402
 from pjrtx.frontend.parse import parse_module  # noqa: E402
 
 DEVS = jax.devices()
@@ -296,9 +298,9 @@ def run_case(name: str, force: str | None):
     check_received(text)
     ref = f(*args)
     with parse_module(text) as module:
-        main = partition._main(module)
-        n_res = len(partition._func_type(main).results)
-        specified = ["sdy.sharding" in d for d in partition._func_attr_list(main, "res_attrs", n_res)]
+        main = main_func(module)
+        n_res = len(func_type(main).results)
+        specified = ["sdy.sharding" in d for d in func_attr_list(main, "res_attrs", n_res)]
         info = partition.localize(module, N, force=force)
         local = str(module)
     assert "sdy." not in local, "sdy left after localize"
@@ -338,7 +340,7 @@ def run_case(name: str, force: str | None):
                 # the global path keeps the value on one device of each
                 # group: only the group sums must agree
                 axes, ids = info.mesh_of(vs)
-                coords = partition._coords_of_partition(axes, ids)
+                coords = coords_of_partition(axes, ids)
                 unr = {a.split(":")[0] for a in vs.unreduced}
                 groups = {}
                 for p in range(N):

@@ -14,7 +14,7 @@ import pytest
 import pjrtx
 from pjrtx.compare import runner as compare
 from pjrtx.conformance import expectations
-from pjrtx.conformance.runner import PytestRun, Result, run_pytest
+from pjrtx.testing.engine import PytestRun, Result, run_pytest
 
 SUITE = '''
 import os

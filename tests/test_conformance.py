@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pjrtx.conformance import expectations, report, runner
+from pjrtx.testing.engine import Result
 
 FAKE_OPS_TEST = '''
 import os, time, unittest
@@ -223,7 +224,7 @@ def test_flaky_entries_may_pass_or_fail(tmp_path):
         """))
     known = expectations.read_known_failures(tmp_path)
     assert known["a_test.py::T::test2"].startswith(expectations.FLAKY)
-    R = lambda i, o: runner.Result(i, "a_test.py", o)  # noqa: E731
+    R = lambda i, o: Result(i, "a_test.py", o)  # noqa: E731
     both_pass = [R("a_test.py::T::test1", "passed"), R("a_test.py::T::test2", "passed")]
     problems = expectations.check(both_pass, known)
     assert len(problems) == 1 and "test1" in problems[0]

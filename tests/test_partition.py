@@ -44,7 +44,7 @@ EXPECTED = {
     # checked after Shardy's export; a pad of a sharded dim is not taken
     "gather_batch_diagonal": "shardy", "scatter_set_batch": "shardy",
     "gather_batching_dims": "shardy", "pad_unsharded_dim": "shardy", "pad_sharded_dim": "global",
-    # unreduced values (partition_unreduced.py), each device's partial value
+    # unreduced values (partition/unreduced.py), each device's partial value
     # compared with the one XLA leaves on that device
     "unreduced_einsum": "shardy", "unreduced_reduce_sum": "shardy",
     "replicated_to_unreduced": "shardy", "sharded_to_unreduced": "shardy",
@@ -52,7 +52,7 @@ EXPECTED = {
     # Shardy exports these with a second reduction of the summed value
     "unreduced_arg_to_replicated": "global", "unreduced_arg_to_sharded": "global",
     # jax.experimental.custom_partitioning: the user's partition callback
-    # (partition_custom.py), its body a manual computation on either path
+    # (partition/partitioner_callbacks.py), its body a manual computation on either path
     "custom_partitioning": "shardy",
 }
 
@@ -108,7 +108,8 @@ def test_global_path(forced_global, case):
 
 
 # ---------------------------------------------------------------- unit level
-from pjrtx.frontend import partition, partition_global  # noqa: E402
+from pjrtx.frontend import partition  # noqa: E402
+from pjrtx.frontend.partition import global_path  # noqa: E402
 from pjrtx.frontend.parse import parse_module  # noqa: E402
 
 MAX_MODULE = """
@@ -147,12 +148,12 @@ def test_global_path_gathers_and_slices():
 def test_groups_for_dim_respects_order_sub_axes_and_device_ids():
     axes = (("x", 2), ("y", 4))
     ids = tuple(range(8))
-    assert partition_global._groups_for_dim(("x",), axes, ids) == [[0, 4], [1, 5], [2, 6], [3, 7]]
-    assert partition_global._groups_for_dim(("y", "x"), axes, ids) == [[0, 4, 1, 5, 2, 6, 3, 7]]
+    assert global_path.groups_for_dim(("x",), axes, ids) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert global_path.groups_for_dim(("y", "x"), axes, ids) == [[0, 4, 1, 5, 2, 6, 3, 7]]
     # the major half of y: "y":(2)2 has stride 2
-    assert partition_global._groups_for_dim(("y:(2)2",), axes, ids) == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert global_path.groups_for_dim(("y:(2)2",), axes, ids) == [[0, 2], [1, 3], [4, 6], [5, 7]]
     # mesh position -> partition via device_ids
-    assert partition_global._groups_for_dim(("x",), (("x", 2),), (1, 0)) == [[1, 0]]
+    assert global_path.groups_for_dim(("x",), (("x", 2),), (1, 0)) == [[1, 0]]
 
 
 def test_hlo_sharding_text():

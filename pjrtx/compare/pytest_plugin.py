@@ -1,5 +1,5 @@
 """Loaded (-p) into the pytest processes of `python -m pjrtx compare`, beside
-pjrtx.conformance.pytest_events.
+pjrtx.testing.pytest_events.
 
 On the pjrtx side (PJRTX_COMPARE_SIDE=pjrtx) it undoes a suite's pin of JAX
 to the CPU, which would otherwise make the "pjrtx" run a second XLA:CPU run:
@@ -29,7 +29,7 @@ def emit(**fields) -> None:
     # this plugin), and a module imported before that cannot be
     # assertion-rewritten: a PytestAssertRewriteWarning, which a suite with
     # filterwarnings = error (numpyro's setup.cfg) turns into a failed start.
-    from pjrtx.conformance import pytest_events
+    from pjrtx.testing import pytest_events
 
     pytest_events.emit(**fields)
 

@@ -5,7 +5,7 @@ pjrtx side: JAX_PLATFORMS unset, as users run it (pjrtx, registered at a
 higher priority than XLA:CPU, is the default backend; a pjrtx that is not
 installed is made discoverable through discovery/jax_plugins), and a
 suite's pin of JAX to the CPU undone (pytest_plugin.py). XLA:CPU side:
-JAX_PLATFORMS=cpu. Each side is one pjrtx.conformance.runner.run_pytest:
+JAX_PLATFORMS=cpu. Each side is one pjrtx.testing.engine.run_pytest:
 a crash or a hang is recorded for the test that was running and pytest
 starts again without the tests that have an outcome.
 """
@@ -23,10 +23,11 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from pjrtx.conformance import expectations, report
-from pjrtx.conformance.runner import (CRASH, FAILING, OUTCOMES, TIMEOUT, PytestRun, Result,
-                                      run_pytest)
 from pjrtx.compare.pytest_plugin import PIN_FLAGS, PIN_VARS, pins_cpu
+from pjrtx.conformance import expectations, report
+from pjrtx.testing.engine import (
+    CRASH, FAILING, OUTCOMES, TIMEOUT, PytestRun, Result, run_pytest,
+)
 
 SIDES = ("pjrtx", "cpu")
 NAME = {"pjrtx": "pjrtx", "cpu": "XLA:CPU"}

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from pjrtx.conformance.runner import FAILING, PASSED, Result
+from pjrtx.testing.engine import FAILING, PASSED, Result
 
 
 def data_dir() -> Path:

@@ -1,4 +1,5 @@
-"""Upstream's tests/multiprocess/ files under the conformance runner.
+"""Upstream's tests/multiprocess/ files under the conformance runner
+(runner.run_unit hands them here).
 
 Each such file is its own launcher (jax._src.test_multiprocess):
 ``python FILE --num_processes=N`` starts N workers that join
@@ -20,6 +21,8 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+
+from pjrtx.testing.engine import CRASH, FAILED, PASSED, SKIPPED, TIMEOUT, Result, child_env
 
 # Processes and devices per process: 8 devices in all, what upstream's
 # multi-host array tests ask for ("requires 8 global devices").
@@ -131,8 +134,6 @@ def run_unit(opts, file: str) -> list:
 
 
 def _run_unit(opts, file: str) -> list:
-    from pjrtx.conformance.runner import CRASH, FAILED, PASSED, SKIPPED, TIMEOUT, Result, _child_env
-
     with tempfile.TemporaryDirectory(prefix="pjrtx-mp-") as tmp:
         boot = Path(tmp) / "boot"
         boot.mkdir()
@@ -140,7 +141,7 @@ def _run_unit(opts, file: str) -> list:
         logs = Path(tmp) / "logs"
         logs.mkdir()
         mp_opts = _devices(opts, DEVICES_PER_PROCESS)
-        env = _child_env(mp_opts, file)
+        env = child_env(mp_opts, file)
         env["PJRTX_CONFORMANCE_MP"] = "1"
         env["TEST_UNDECLARED_OUTPUTS_DIR"] = str(logs)
         # the pjrtx being tested, for the workers' sitecustomize

@@ -1,9 +1,10 @@
 """pytest plugin loaded into each upstream test file's process.
 
 It makes pjrtx the device under test the way JAX's harness reads it
-(jax_test_dut through jax.config). The runner loads pytest_events.py beside
-it, which streams one JSON line per event to --pjrtx-events so the parent
-runner sees which test was running when a process crashed or hung.
+(jax_test_dut through jax.config). The runner loads
+pjrtx/testing/pytest_events.py beside it, which streams one JSON line per
+event to --pjrtx-events so the parent runner sees which test was running
+when a process crashed or hung.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import pytest
 
 def first_line(text: str) -> str:
     # Imported when used, for the reason given in pjrtx/compare/pytest_plugin.py.
-    from pjrtx.conformance import pytest_events
+    from pjrtx.testing import pytest_events
 
     return pytest_events.first_line(text)
 

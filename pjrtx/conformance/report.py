@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from pjrtx.conformance.runner import FAILED, FAILING, OUTCOMES, SKIPPED, Result
+from pjrtx.testing.engine import FAILED, FAILING, OUTCOMES, SKIPPED, Result
 
 _NORMALIZE = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),

@@ -31,7 +31,7 @@ def _num_partitions(module) -> int:
 
 def _partition(module, ext, open_params=()):
     """A program for several devices (mhlo.num_partitions > 1) becomes the
-    program each device runs (pjrtx/frontend/partition.py); returns the
+    program each device runs (pjrtx/frontend/partition/); returns the
     serialized xla.OpSharding of each entry argument and result, which the
     executable reports to JAX, or None on one device. `open_params` are the
     compile options' allow_spmd_sharding_propagation_to_parameters."""
@@ -40,14 +40,15 @@ def _partition(module, ext, open_params=()):
         return None
     from jaxlib.mlir import ir
 
-    from pjrtx.frontend.partition import _main, localize, op_sharding_proto
+    from pjrtx.frontend.partition import localize, op_sharding_proto
+    from pjrtx.frontend.partition.walk import main_func
 
     info = localize(module, n, open_params=open_params)
     if ext.trace_enabled():
         name = module.operation.attributes["sym_name"] if "sym_name" in module.operation.attributes else ""
         why = f" ({info.reason})" if info.reason else ""
         ext.trace_line(f"partition {str(name).strip(chr(34))}: {n} devices, {info.path} path{why}")
-    ftype = ir.FunctionType(ir.TypeAttr(_main(module).attributes["function_type"]).value)
+    ftype = ir.FunctionType(ir.TypeAttr(main_func(module).attributes["function_type"]).value)
 
     def proto(vs, t):
         try:

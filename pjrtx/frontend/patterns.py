@@ -29,21 +29,21 @@ _SAME_ELEMENTS = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape",
 
 # Element-wise ops computed once per reader when they have two (see
 # _Walker.rematerialise).
-_REMATERIALISED = frozenset({"stablehlo.subtract", "stablehlo.add", "stablehlo.multiply"})
+REMATERIALISED = frozenset({"stablehlo.subtract", "stablehlo.add", "stablehlo.multiply"})
 
 # Element-wise ops (every operand and the result of one shape) that commute
 # with a reshape: op(reshape(a), reshape(b)) == reshape(op(a, b)).
-_ELEMENTWISE = frozenset("stablehlo." + n for n in (
+ELEMENTWISE = frozenset("stablehlo." + n for n in (
     "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "and", "or",
     "xor", "not", "negate", "abs", "compare", "select", "convert", "sign", "floor", "ceil",
     "exponential", "log", "sqrt", "rsqrt", "tanh", "logistic", "power", "clamp"))
 
 
-def _non_unit(shape) -> list:
+def non_unit(shape) -> list:
     return [d for d in shape if d != 1]
 
 
-def _size_one_root(value):
+def size_one_root(value):
     """The constant under broadcasts whose every dim is 1 (one element), or
     None: it broadcasts to any shape of at least its rank."""
     op = _constant_under_broadcasts(value)
@@ -53,7 +53,7 @@ def _size_one_root(value):
     return root if all(d == 1 for d in ir.RankedTensorType(root.type).shape) else None
 
 
-def _unit_reshape_cancels(value, shape, depth: int = 0) -> bool:
+def unit_reshape_cancels(value, shape, depth: int = 0) -> bool:
     """Whether every path from value (an element-wise result computed on
     reshapes of `shape`) ends in a reshape back to `shape` or a reduce over
     only 1s down to it, through element-wise ops: only then does moving the
@@ -73,10 +73,10 @@ def _unit_reshape_cancels(value, shape, depth: int = 0) -> bool:
                 return False
             if name == "stablehlo.reduce":
                 src = ir.RankedTensorType(op.operands[0].type).shape
-                if any(src[d] != 1 for d in _reduce_dims(op)):
+                if any(src[d] != 1 for d in reduce_dims(op)):
                     return False
-        elif name in _ELEMENTWISE:
-            if not _unit_reshape_cancels(op.results[0], shape, depth + 1):
+        elif name in ELEMENTWISE:
+            if not unit_reshape_cancels(op.results[0], shape, depth + 1):
                 return False
         else:
             return False
@@ -110,7 +110,7 @@ def _row_broadcast(op, dims) -> bool:
     return bd == [d for d in range(rank) if d not in dims]
 
 
-def _reduce_dims(op) -> list:
+def reduce_dims(op) -> list:
     return sorted(int(d) for d in ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
 
 
@@ -132,7 +132,7 @@ def _is_log_sum_exp_of(value, v, dims) -> bool:
         if log.name != "stablehlo.log":
             return False
         red = through(log.operands[0], {"stablehlo.broadcast_in_dim", "stablehlo.convert"}).owner
-        if red.name != "stablehlo.reduce" or len(red.operands) != 2 or _reduce_dims(red) != dims:
+        if red.name != "stablehlo.reduce" or len(red.operands) != 2 or reduce_dims(red) != dims:
             return False
         body = [o.operation.name for o in red.regions[0].blocks[0].operations]
         if body[:1] != ["stablehlo.add"] or not _is_splat(red.operands[1], 0.0):
@@ -218,7 +218,7 @@ def _same_constant(a, b) -> bool:
     return a == b or (ca is not None and ca == _scalar_constant(b))
 
 
-def _window_of_pad(pad):
+def window_of_pad(pad):
     """The reduce_window that can take pad's padding as its own, or None.
     reduce_window pads with its init value (edges, and base dilation as
     interior padding), so a pad by the same value whose only use is the
@@ -245,7 +245,7 @@ def _window_of_pad(pad):
     return win
 
 
-def _pad_tiling(root):
+def pad_tiling(root):
     """(axis, pads ordered along it) when the add `root` sums, through adds
     used once, pads by +0 (each used once, no interior padding) that all
     pad the same one axis and whose operands tile it, one after another:

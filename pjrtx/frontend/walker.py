@@ -7,15 +7,15 @@ from jaxlib.mlir import ir
 from pjrtx import _pjrtx
 from pjrtx.frontend import attrs as A
 from pjrtx.frontend.patterns import (
-    _ELEMENTWISE,
-    _REMATERIALISED,
-    _non_unit,
-    _pad_tiling,
-    _reduce_dims,
-    _size_one_root,
-    _unit_reshape_cancels,
-    _window_of_pad,
+    ELEMENTWISE,
+    REMATERIALISED,
     keepdims_uses,
+    non_unit,
+    pad_tiling,
+    reduce_dims,
+    size_one_root,
+    unit_reshape_cancels,
+    window_of_pad,
     zero_sign_free,
 )
 
@@ -173,7 +173,7 @@ class _Walker:
 
     def find_tiling(self, pad) -> bool:
         """From a pad, the adds above it (each the only use of the one
-        below); the highest whose sum is a tiling (_pad_tiling) becomes a
+        below); the highest whose sum is a tiling (pad_tiling) becomes a
         concatenate, and its pads and inner adds are not emitted."""
         chain, v = [], pad.results[0]
         while True:
@@ -183,7 +183,7 @@ class _Walker:
             chain.append(uses[0].owner)
             v = chain[-1].results[0]
         for root in reversed(chain):
-            tiling = _pad_tiling(root)
+            tiling = pad_tiling(root)
             if tiling is None:
                 continue
             self.tilings[root.results[0]] = tiling
@@ -226,14 +226,14 @@ class _Walker:
                     return False
                 src_shape = shape
                 parts.append(("value", src))
-            elif (root := _size_one_root(v)) is not None and root in self.ids:
+            elif (root := size_one_root(v)) is not None and root in self.ids:
                 parts.append(("splat", root))
             else:
                 return False
         if src_shape is None:
             return False
         rtype = ir.RankedTensorType(op.results[0].type)
-        if list(rtype.shape) == src_shape or not _unit_reshape_cancels(op.results[0], src_shape):
+        if list(rtype.shape) == src_shape or not unit_reshape_cancels(op.results[0], src_shape):
             return False
         dtype, shape = _types(op.results)[0]
         operands = []
@@ -264,12 +264,12 @@ class _Walker:
         a + (-b) for a - b), or MLX's common-subexpression pass would merge
         the copies again. (a + (-b) gives a NaN of the other sign where b is
         NaN.)"""
-        if op.name not in _REMATERIALISED or len(op.results) != 1:
+        if op.name not in REMATERIALISED or len(op.results) != 1:
             return False
         uses = list(op.results[0].uses)
         readers = {u.owner.results[0] for u in uses if len(u.owner.results) == 1}
         if len(uses) != 2 or len(readers) != 2 or \
-                any(u.owner.name not in _ELEMENTWISE for u in uses):
+                any(u.owner.name not in ELEMENTWISE for u in uses):
             return False
         types = _types(op.results)
         first = self.b.add_op(op.name, operands, types, attrs, loc, 0)
@@ -291,7 +291,7 @@ class _Walker:
         dst = ir.RankedTensorType(op.results[0].type)
         if not (src.has_static_shape and dst.has_static_shape):
             return
-        if _non_unit(src.shape) != _non_unit(dst.shape) or list(src.shape) == list(dst.shape):
+        if non_unit(src.shape) != non_unit(dst.shape) or list(src.shape) == list(dst.shape):
             return
         # A reduce's result is already a view of an array with the reduced
         # dims kept (the backend squeezes MLX's keepdims result), and a
@@ -363,7 +363,7 @@ class _Walker:
             return
         if name == "stablehlo.transpose" and op.results[0] in self.folded:
             return
-        if name == "stablehlo.pad" and _window_of_pad(op) is not None:
+        if name == "stablehlo.pad" and window_of_pad(op) is not None:
             self.pads[op.results[0]] = op
             return
         if name in ("stablehlo.pad", "stablehlo.add") and op.results[0] in self.inside_tiling:
@@ -374,7 +374,7 @@ class _Walker:
             return self.emit_tiling(op, loc)
         if name in ("stablehlo.async_start", "stablehlo.async_done"):
             return self.async_op(op, loc)
-        if name in _ELEMENTWISE and self.sink_unit_reshapes(op, loc):
+        if name in ELEMENTWISE and self.sink_unit_reshapes(op, loc):
             return
         try:
             attrs = self.attributes(op)
@@ -406,7 +406,7 @@ class _Walker:
         # extra i32 operands (JAX's `result_shapes`); once shape refinement
         # has made the results static they say nothing a kernel needs.
         if name == "stablehlo.reduce" and len(op.results) == 1 and \
-                zero_sign_free(op.results[0], op.operands[0], _reduce_dims(op)):
+                zero_sign_free(op.results[0], op.operands[0], reduce_dims(op)):
             attrs["pjrtx.zero_sign_free"] = True
         if name == "stablehlo.reduce" and len(op.results) == 1 and keepdims_uses(op.results[0]):
             attrs["pjrtx.keepdims_uses"] = True
@@ -414,7 +414,7 @@ class _Walker:
         if shape_operands is not None and name == "stablehlo.custom_call":
             drop = {int(i) for i in _flat(shape_operands)}
             operands = [v for i, v in enumerate(operands) if i not in drop]
-        if name in _REMATERIALISED and self.rematerialise(op, operands, attrs, loc):
+        if name in REMATERIALISED and self.rematerialise(op, operands, attrs, loc):
             return
         regions = op.regions
         results = self.b.add_op(name, operands, result_types, attrs, loc, len(regions))

@@ -5,9 +5,9 @@ JAX's rule lowers the primitive to ``custom_call @InspectSharding`` whose
 backend_config is an opaque handle that only XLA's SPMD partitioner can
 turn back into the Python callback. pjrtx's rule emits the same custom call
 with a readable key into ``CALLBACKS`` instead; the frontend
-(pjrtx/frontend/partition_custom.py) calls it with the sharding Shardy's
-propagation gave the value, at compile time, as XLA does, and drops the
-call from the program. With one device the callback runs at lowering time
+(pjrtx/frontend/partition/partitioner_callbacks.py) calls it with the
+sharding Shardy's propagation gave the value, at compile time, as XLA
+does, and drops the call from the program. With one device the callback runs at lowering time
 with a replicated sharding, as JAX's rule does.
 """
 from __future__ import annotations

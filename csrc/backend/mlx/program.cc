@@ -425,6 +425,16 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
   // MLX 13-15 ms). Eager runs keep the folded view (no primitive per run).
   bool broadcast = false;
   for (const auto& v : values) broadcast |= v.data_size() < v.size();
+  // A small view (a broadcast, slice or transpose of a constant: threefry's
+  // rotation counts) is stored dense, since eager runs hand it to host forms
+  // and those read only contiguous arrays (host_small.h); at most 64
+  // elements, so no memory to speak of. A large one stays a view.
+  for (auto& v : values)
+    if (v.size() <= static_cast<size_t>(kHostSmallMaxElements) &&
+        !(v.flags().row_contiguous && v.data_size() == v.size())) {
+      v = mx::contiguous(v);
+      v.eval();
+    }
   if (broadcast) {
     for (size_t i = 0; i < values.size(); ++i)
       constants_.insert_or_assign(inst.results[i], values[i]);

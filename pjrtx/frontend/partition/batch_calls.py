@@ -9,7 +9,8 @@ import json
 
 from jaxlib.mlir import ir
 
-from pjrtx.frontend.partition import ShardyUnsafe, _is_ranked, _op_name, _walk
+from pjrtx.frontend.partition.sharding import ShardyUnsafe
+from pjrtx.frontend.partition.walk import is_ranked, nested_ops, op_name
 
 _BATCH_TAG = "pjrtx.batch_call"
 # The targets: each works matrix by matrix over leading batch
@@ -35,12 +36,12 @@ def batch_layout(o):
     """-> (batch dims, static shapes of operands then results) for a custom
     call of _BATCH_TARGETS whose operands and results share at least one
     leading batch dimension; None otherwise."""
-    if _op_name(o) != "stablehlo.custom_call":
+    if op_name(o) != "stablehlo.custom_call":
         return None
     core = _BATCH_TARGETS.get(ir.StringAttr(o.attributes["call_target_name"]).value)
     values = [v.type for v in o.operands] + [r.type for r in o.results]
     if core is None or not values or not all(
-            _is_ranked(t) and ir.RankedTensorType(t).has_static_shape for t in values):
+            is_ranked(t) and ir.RankedTensorType(t).has_static_shape for t in values):
         return None
     shapes = [list(ir.RankedTensorType(t).shape) for t in values]
     nb = len(shapes[0]) - core
@@ -57,7 +58,7 @@ def add_batch_rules(main, mesh_name: str) -> None:
     explicit reshards ignore need_replication: an operand sharded along a
     matrix dimension would reach the call as a slice). The global shapes go
     in _BATCH_TAG for check_batch_calls."""
-    for o in list(_walk(main)):
+    for o in list(nested_ops(main)):
         layout = batch_layout(o)
         if layout is None:
             continue
@@ -92,7 +93,7 @@ def check_batch_calls(main) -> None:
     """After localization each batched custom call must see whole matrices
     (its global non-batch dims) and one batch block in all its operands and
     results; otherwise the program takes the global path."""
-    for o in _walk(main):
+    for o in nested_ops(main):
         if _BATCH_TAG not in o.attributes:
             continue
         glob = json.loads(ir.StringAttr(o.attributes[_BATCH_TAG]).value)

@@ -1,4 +1,4 @@
-"""The global path of pjrtx's partitioning (partition.py decides when):
+"""The global path of pjrtx's partitioning (driver.py decides when):
 every device gathers the arguments, runs the whole program and keeps its
 shard of each result; shard_map regions inside it still run per device.
 Correct for any program, at N times the compute."""
@@ -13,39 +13,30 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
 
-from pjrtx.frontend.partition import (
-    PartitionInfo, ValueSharding, _attr_names, _axis_ref_coord, _axis_ref_size,
-    _coords_of_partition, _dict_without_sdy,
-    _dim_index, _func_attr_list, _func_type, _is_ranked, _main, _mesh_info, _meshes, _op_name,
-    _parse_sharding, _read_shardings, _value_mesh_names, _walk, inline_calls, sdy,
+from pjrtx.frontend.partition.sharding import (
+    PartitionInfo, ValueSharding, axis_ref_coord, axis_ref_size, coords_of_partition, dim_index,
+    mesh_info, meshes_by_name, parse_sharding, read_shardings, sdy, value_mesh_names,
+)
+from pjrtx.frontend.partition.walk import (
+    attr_names, dict_without_sdy, func_attr_list, func_type, inline_calls, is_ranked, main_func,
+    nested_ops, op_name, zero_text,
 )
 
 
-def _zero_text(element_type) -> str:
-    t = str(element_type)
-    if t == "i1":
-        return "false"
-    if t.startswith("complex"):
-        return "(0.000000e+00,0.000000e+00)"
-    if t.startswith(("i", "ui", "si")):
-        return "0"
-    return "0.000000e+00"
-
-
-def _groups_for_dim(dim_axes, mesh_axes, device_ids):
+def groups_for_dim(dim_axes, mesh_axes, device_ids):
     """Partition groups that all-gather one dim: partitions that differ only in
     the (sub)axes of that dim, each group ordered by shard index."""
     sizes = dict(mesh_axes)
-    coords = _coords_of_partition(mesh_axes, device_ids)
+    coords = coords_of_partition(mesh_axes, device_ids)
     groups = {}
     for p, c in coords.items():
         rest = dict(c)
         for ref in dim_axes:
             name = ref.split(":")[0]
             pre = int(ref.split(":(")[1].split(")")[0]) if ":" in ref else 1
-            rest[name] -= _axis_ref_coord(ref, c, sizes) * pre
+            rest[name] -= axis_ref_coord(ref, c, sizes) * pre
         key = tuple(sorted(rest.items()))
-        groups.setdefault(key, []).append((_dim_index(dim_axes, c, mesh_axes), p))
+        groups.setdefault(key, []).append((dim_index(dim_axes, c, mesh_axes), p))
     out = [[p for _, p in sorted(g)] for g in groups.values()]
     out.sort()
     return out
@@ -62,7 +53,7 @@ def _first_only_text(lines, tag, src, t, groups_axes, axes, coords, n) -> str:
     src on the first device of each group, zeros on the others; returns
     its name."""
     rt = ir.RankedTensorType(t)
-    first = [_dim_index(groups_axes, coords[p], axes) == 0 for p in range(n)]
+    first = [dim_index(groups_axes, coords[p], axes) == 0 for p in range(n)]
     pred_t = f"tensor<{''.join(f'{d}x' for d in rt.shape)}i1>"
     lines.append(f"{tag} = stablehlo.constant dense<{str(first).lower()}> : tensor<{n}xi1>"
                  .replace(", ", ","))
@@ -70,7 +61,7 @@ def _first_only_text(lines, tag, src, t, groups_axes, axes, coords, n) -> str:
                  f"array<i64: 1>}}> : (tensor<{n}xi1>, tensor<i32>) -> tensor<1xi1>")
     lines.append(f"{tag}o = stablehlo.reshape {tag}s : (tensor<1xi1>) -> tensor<i1>")
     lines.append(f"{tag}b = stablehlo.broadcast_in_dim {tag}o, dims = [] : (tensor<i1>) -> {pred_t}")
-    lines.append(f"{tag}z = stablehlo.constant dense<{_zero_text(rt.element_type)}> : {t}")
+    lines.append(f"{tag}z = stablehlo.constant dense<{zero_text(rt.element_type)}> : {t}")
     lines.append(f"{tag}v = stablehlo.select {tag}b, {src}, {tag}z : {pred_t}, {t}")
     return f"{tag}v"
 
@@ -85,7 +76,7 @@ def _block_slice_text(lines, out, src, global_t, local_t, vs, axes, coords, n, t
         if not dim_axes:
             offs.append("%zero")
             continue
-        table = [_dim_index(dim_axes, coords[p], axes) * lshape[dim] for p in range(n)]
+        table = [dim_index(dim_axes, coords[p], axes) * lshape[dim] for p in range(n)]
         tn = f"%{tag}_{dim}"
         lines.append(f"{tn} = stablehlo.constant dense<{table}> : tensor<{n}xi32>".replace(", ", ","))
         lines.append(f'{tn}s = "stablehlo.dynamic_slice"({tn}, %pid) <{{slice_sizes = '
@@ -99,31 +90,31 @@ def _block_slice_text(lines, out, src, global_t, local_t, vs, axes, coords, n, t
 
 
 def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
-    ftype = _func_type(main)
-    arg_attrs = _func_attr_list(main, "arg_attrs", len(ftype.inputs))
-    res_attrs = _func_attr_list(main, "res_attrs", len(ftype.results))
+    ftype = func_type(main)
+    arg_attrs = func_attr_list(main, "arg_attrs", len(ftype.inputs))
+    res_attrs = func_attr_list(main, "res_attrs", len(ftype.results))
     def mesh_of(vs):
         # A value may live on its own mesh (the same devices in another
         # order, e.g. a reshard between two meshes).
         a, i = vs.mesh if vs is not None and vs.mesh else (axes, ids)
-        return a, i, dict(a), _coords_of_partition(a, i)
+        return a, i, dict(a), coords_of_partition(a, i)
     lines, params, handle = [], [], itertools.count(1)
 
     def local_type(t, vs, what):
-        if vs is None or not _is_ranked(t):
+        if vs is None or not is_ranked(t):
             return str(t)
         rt = ir.RankedTensorType(t)
         shape = list(rt.shape)
         sizes = mesh_of(vs)[2]
         for d, dim_axes in enumerate(vs.dims):
-            k = math.prod(_axis_ref_size(a, sizes) for a in dim_axes)
+            k = math.prod(axis_ref_size(a, sizes) for a in dim_axes)
             if shape[d] % k:
                 raise ValueError(f"pjrtx: {what} dim {d} of {t} does not divide over {k} devices")
             shape[d] //= k
         return str(ir.RankedTensorType.get(shape, rt.element_type))
 
     def dict_text(d):
-        kept = _dict_without_sdy(d)
+        kept = dict_without_sdy(d)
         return (" " + str(ir.DictAttr.get(kept))) if kept else ""
 
     call_args = []
@@ -132,13 +123,13 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
         params.append(f"%a{i}: {lt}{dict_text(d)}")
         cur, cur_t = f"%a{i}", lt
         v_axes, v_ids, _, _ = mesh_of(vs)
-        if vs is not None and _is_ranked(t):
+        if vs is not None and is_ranked(t):
             rt = ir.RankedTensorType(t)
             shape = list(ir.RankedTensorType(ir.Type.parse(lt)).shape)
             for dim, dim_axes in enumerate(vs.dims):
                 if not dim_axes:
                     continue
-                groups = _groups_for_dim(dim_axes, v_axes, v_ids)
+                groups = groups_for_dim(dim_axes, v_axes, v_ids)
                 shape[dim] = rt.shape[dim]
                 nt = str(ir.RankedTensorType.get(shape, rt.element_type))
                 g = np.array(groups, np.int64)
@@ -149,10 +140,10 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
                     f"channel_handle = #stablehlo.channel_handle<handle = {next(handle)}, type = 1>, "
                     f"replica_groups = {gtext}, use_global_device_ids}}> : ({cur_t}) -> {nt}")
                 cur, cur_t = nxt, nt
-        if vs is not None and vs.unreduced and _is_ranked(t):
+        if vs is not None and vs.unreduced and is_ranked(t):
             # Each device holds a partial sum: the value is their sum.
             et = ir.RankedTensorType(t).element_type
-            g = np.array(_groups_for_dim(vs.unreduced, v_axes, v_ids), np.int64)
+            g = np.array(groups_for_dim(vs.unreduced, v_axes, v_ids), np.int64)
             gtext = _groups_text(g)
             nxt = f"%u{i}"
             lines.append(
@@ -183,7 +174,7 @@ def _global_wrapper_text(main, n, axes, ids, args, results, callee: str) -> str:
         lt = local_type(t, vs, f"result {j}")
         res_params.append(f"{lt}{dict_text(d)}")
         ret_types.append(lt)
-        if vs is None or not _is_ranked(t):
+        if vs is None or not is_ranked(t):
             rets.append(f"%r#{j}")
             continue
         rt = ir.RankedTensorType(t)
@@ -220,7 +211,7 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
 
     counter = itertools.count()
     while True:
-        ops = [o for o in _walk(_main(module)) if _op_name(o) == "sdy.manual_computation"]
+        ops = [o for o in nested_ops(main_func(module)) if op_name(o) == "sdy.manual_computation"]
         if not ops:
             return
         op = ops[0]
@@ -235,17 +226,17 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
         out_sh = list(sdy.TensorShardingPerValueAttr(op.attributes["out_shardings"]).shardings)
 
         def manual_only(attr):
-            name, vs, _ = _parse_sharding(attr, meshes)
+            name, vs, _ = parse_sharding(attr, meshes)
             if name is None or name not in meshes:
                 raise ValueError("pjrtx: a shard_map region on an inline mesh")
-            axes, ids = _mesh_info(meshes[name], n)
+            axes, ids = mesh_info(meshes[name], n)
             dims = tuple(tuple(a for a in d if a.split(":")[0] in manual)
                          for d in (vs.dims if vs else ()))
             unr = tuple(a for a in (vs.unreduced if vs else ()) if a.split(":")[0] in manual)
             return (ValueSharding(dims, unr) if any(dims) or unr else None), axes, ids
 
         def sum_over(cur, cur_t, et, groups_axes, axes, ids):
-            g = np.array(_groups_for_dim(groups_axes, axes, ids), np.int64)
+            g = np.array(groups_for_dim(groups_axes, axes, ids), np.int64)
             gtext = _groups_text(g)
             h = next(handle)
             lines.append(
@@ -290,16 +281,16 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
         for i, (gt, lt, attr) in enumerate(zip(glob_in, local_in, in_sh)):
             params.append(f"%g{i}: {gt}")
             vs, axes, ids = manual_only(attr)
-            if vs is not None and vs.unreduced and _is_ranked(gt):
+            if vs is not None and vs.unreduced and is_ranked(gt):
                 params_src = _first_only_text(lines, f"%fi{i}", f"%g{i}", gt, vs.unreduced,
-                                              axes, _coords_of_partition(axes, ids), n)
+                                              axes, coords_of_partition(axes, ids), n)
             else:
                 params_src = f"%g{i}"
-            if vs is None or not any(vs.dims) or str(gt) == str(lt) or not _is_ranked(gt):
+            if vs is None or not any(vs.dims) or str(gt) == str(lt) or not is_ranked(gt):
                 call_args.append(params_src)
                 continue
             _block_slice_text(lines, f"%l{i}", params_src, gt, lt, vs, axes,
-                              _coords_of_partition(axes, ids), n, f"t{i}")
+                              coords_of_partition(axes, ids), n, f"t{i}")
             call_args.append(f"%l{i}")
         in_t = ", ".join(str(t) for t in local_in)
         out_t = ", ".join(str(t) for t in local_out)
@@ -310,17 +301,17 @@ def _manual_on_global(module, n: int, meshes: dict) -> None:
         for j, (gt, lt, attr) in enumerate(zip(glob_out, local_out, out_sh)):
             vs, axes, ids = manual_only(attr)
             cur, cur_t = f"%r#{j}", str(lt)
-            if vs is not None and vs.unreduced and _is_ranked(lt):
+            if vs is not None and vs.unreduced and is_ranked(lt):
                 # the devices hold partial sums: the value is their sum
                 cur = sum_over(cur, cur_t, ir.RankedTensorType(lt).element_type, vs.unreduced,
                                axes, ids)
-            if vs is not None and any(vs.dims) and str(gt) != str(lt) and _is_ranked(gt):
+            if vs is not None and any(vs.dims) and str(gt) != str(lt) and is_ranked(gt):
                 shape = list(ir.RankedTensorType(lt).shape)
                 grt = ir.RankedTensorType(gt)
                 for dim, dim_axes in enumerate(vs.dims):
                     if not dim_axes:
                         continue
-                    g = np.array(_groups_for_dim(dim_axes, axes, ids), np.int64)
+                    g = np.array(groups_for_dim(dim_axes, axes, ids), np.int64)
                     gtext = _groups_text(g)
                     shape[dim] = grt.shape[dim]
                     nt = str(ir.RankedTensorType.get(shape, grt.element_type))
@@ -359,7 +350,7 @@ def _maximal_device(op, meshes: dict) -> int | None:
     (#sdy.sharding_per_value<[<@maximal_mesh_K, []>]>, a mesh with no axes
     and one device id: JAX's annotation of a callback outside shard_map),
     or None."""
-    if "sdy.sharding" not in _attr_names(op):
+    if "sdy.sharding" not in attr_names(op):
         return None
     found = set()
     for name in re.findall(r"<@([\w.$-]+)\s*,", str(op.attributes["sdy.sharding"])):
@@ -382,13 +373,13 @@ def _run_on_one_device(module, n: int, meshes: dict) -> None:
     all devices go on with the value device K computed (bit for bit)."""
     from jaxlib.mlir.dialects import stablehlo as shlo
 
-    todo = [(o, k) for o in _walk(_main(module))
+    todo = [(o, k) for o in nested_ops(main_func(module))
             for k in [_maximal_device(o, meshes)] if k is not None]
     handles = itertools.count(5000)
     for op, k in todo:
         types = [r.type for r in op.results]
         if not all(shlo.TokenType.isinstance(t) or
-                   (_is_ranked(t) and ir.RankedTensorType(t).has_static_shape) for t in types):
+                   (is_ranked(t) and ir.RankedTensorType(t).has_static_shape) for t in types):
             continue  # left to run on every device, as before
         if not 0 <= k < n:
             raise ValueError(f"pjrtx: an op is pinned to partition {k} of {n}")
@@ -419,7 +410,7 @@ def _run_on_one_device(module, n: int, meshes: dict) -> None:
                     outs.append(shlo.AfterAllOp(tokens).result)
                 else:
                     outs.append(shlo.ConstantOp(ir.Attribute.parse(
-                        f"dense<{_zero_text(ir.RankedTensorType(t).element_type)}> : {t}")).result)
+                        f"dense<{zero_text(ir.RankedTensorType(t).element_type)}> : {t}")).result)
             shlo.ReturnOp(outs)
         # Every device takes device K's results.
         with ir.InsertionPoint.after(if_op), op.location:
@@ -448,8 +439,8 @@ def _run_on_one_device(module, n: int, meshes: dict) -> None:
 def _strip_sdy(module):
     """Drops sdy ops that only annotate (constraints, reshards, barriers) and
     every sdy attribute, and the meshes."""
-    for o in list(_walk(module.operation)):
-        name = _op_name(o)
+    for o in list(nested_ops(module.operation)):
+        name = op_name(o)
         if name in ("sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier"):
             o.results[0].replace_all_uses_with(o.operands[0])
             o.erase()
@@ -457,18 +448,18 @@ def _strip_sdy(module):
             o.erase()
         elif name.startswith("sdy.") and name != "sdy.mesh":
             raise ValueError(f"pjrtx: {name} cannot run on the global path")
-    for o in itertools.chain([module.operation], _walk(module.operation)):
-        for key in [a for a in _attr_names(o) if a.startswith("sdy.")]:
+    for o in itertools.chain([module.operation], nested_ops(module.operation)):
+        for key in [a for a in attr_names(o) if a.startswith("sdy.")]:
             del o.attributes[key]
-        if _op_name(o) == "func.func":
+        if op_name(o) == "func.func":
             for key in ("arg_attrs", "res_attrs"):
                 if key in o.attributes:
                     arr = o.attributes[key]
                     o.attributes[key] = ir.ArrayAttr.get(
-                        [ir.DictAttr.get(_dict_without_sdy(ir.DictAttr(arr[i])))
+                        [ir.DictAttr.get(dict_without_sdy(ir.DictAttr(arr[i])))
                          for i in range(len(arr))])
     for o in list(module.body.operations):
-        if _op_name(o) == "sdy.mesh":
+        if op_name(o) == "sdy.mesh":
             o.operation.erase()
 
 
@@ -478,9 +469,9 @@ def _propagated_results(module, n: int, meshes: dict) -> dict:
     path then hands each device that shard, and reports it, as XLA's
     partitioner would (instead of replicating). Propagation alone never
     reaches the converter whose CHECKs abort; a failure means replicated."""
-    main = _main(module)
-    ftype = _func_type(main)
-    attrs = _func_attr_list(main, "res_attrs", len(ftype.results))
+    main = main_func(module)
+    ftype = func_type(main)
+    attrs = func_attr_list(main, "res_attrs", len(ftype.results))
     open_ = [i for i, d in enumerate(attrs)
              if "sdy.sharding" not in d or "?" in str(d["sdy.sharding"])]
     if not open_ or not meshes:
@@ -489,9 +480,9 @@ def _propagated_results(module, n: int, meshes: dict) -> dict:
         work = ir.Module.parse(str(module))
         passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(
             work.operation)
-        wmain = _main(work)
-        res, _, _ = _read_shardings(wmain, _meshes(work), "result")
-        names = _value_mesh_names(wmain, "result")
+        wmain = main_func(work)
+        res, _, _ = read_shardings(wmain, meshes_by_name(work), "result")
+        names = value_mesh_names(wmain, "result")
     except Exception:  # noqa: BLE001 - propagation is a nicety here
         return {}
     out = {}
@@ -499,26 +490,26 @@ def _propagated_results(module, n: int, meshes: dict) -> dict:
         vs = res[i]
         if vs is None or vs.unreduced or names[i] not in meshes:
             continue
-        axes, _ = _mesh_info(meshes[names[i]], n)
+        axes, _ = mesh_info(meshes[names[i]], n)
         sizes = dict(axes)
         try:
             shape = ir.RankedTensorType(ftype.results[i]).shape
         except (ValueError, TypeError):
             continue
-        if all(d % math.prod(_axis_ref_size(a, sizes) for a in dim) == 0
+        if all(d % math.prod(axis_ref_size(a, sizes) for a in dim) == 0
                for d, dim in zip(shape, vs.dims)):
             out[i] = (vs, names[i])
     return out
 
 
 def localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo:
-    main = _main(module)
+    main = main_func(module)
     propagated = _propagated_results(module, n, meshes)
-    if any(_op_name(o) == "sdy.manual_computation" for o in _walk(main)):
+    if any(op_name(o) == "sdy.manual_computation" for o in nested_ops(main)):
         _manual_on_global(module, n, meshes)
-        main = _main(module)
-    args, used_a, unr_a = _read_shardings(main, meshes, "arg")
-    results, used_r, unr_r = _read_shardings(main, meshes, "result")
+        main = main_func(module)
+    args, used_a, unr_a = read_shardings(main, meshes, "arg")
+    results, used_r, unr_r = read_shardings(main, meshes, "result")
     for i, (vs, name) in propagated.items():
         results[i] = vs
         used_r.add(name)
@@ -527,22 +518,22 @@ def localize_global(module, n: int, meshes: dict, reason: str) -> PartitionInfo:
         raise ValueError("pjrtx: inline meshes in main's shardings are not supported")
     used = sorted(u for u in used if len(list(meshes[u].axes)) > 0)
     if used:
-        axes, ids = _mesh_info(meshes[used[0]], n)
+        axes, ids = mesh_info(meshes[used[0]], n)
     elif meshes:
-        axes, ids = _mesh_info(next(iter(meshes.values())), n)
+        axes, ids = mesh_info(next(iter(meshes.values())), n)
     else:
         axes, ids = (), tuple(range(n))
-    for a, i in [(axes, ids)] + [_mesh_info(meshes[u], n) for u in used]:
+    for a, i in [(axes, ids)] + [mesh_info(meshes[u], n) for u in used]:
         if a and (math.prod(s for _, s in a) != n or sorted(i) != list(range(n))):
             raise ValueError(f"pjrtx: mesh {a} (device_ids {i}) does not cover {n} partitions")
     # Values on another mesh than the first carry theirs.
     for which, vals in (("arg", args), ("result", results)):
-        for k, name in enumerate(_value_mesh_names(main, which)):
-            if vals[k] is not None and name in meshes and _mesh_info(meshes[name], n) != (axes, ids):
-                vals[k] = dataclasses.replace(vals[k], mesh=_mesh_info(meshes[name], n))
+        for k, name in enumerate(value_mesh_names(main, which)):
+            if vals[k] is not None and name in meshes and mesh_info(meshes[name], n) != (axes, ids):
+                vals[k] = dataclasses.replace(vals[k], mesh=mesh_info(meshes[name], n))
     for i, (vs, name) in propagated.items():
-        if _mesh_info(meshes[name], n) != (axes, ids):
-            results[i] = dataclasses.replace(vs, mesh=_mesh_info(meshes[name], n))
+        if mesh_info(meshes[name], n) != (axes, ids):
+            results[i] = dataclasses.replace(vs, mesh=mesh_info(meshes[name], n))
     callee = "__pjrtx_global_main"
     if any(args) or any(results):
         text = _global_wrapper_text(main, n, axes, ids, args, results, callee)

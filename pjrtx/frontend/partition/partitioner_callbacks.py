@@ -23,10 +23,10 @@ import re
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
 
-from pjrtx.frontend.partition import (
-    ShardyUnsafe, _main, _meshes, _mesh_info, _op_name, _walk, inline_calls,
+from pjrtx.frontend.partition.sharding import (
+    ShardyUnsafe, mesh_info, meshes_by_name, value_sharding,
 )
-from pjrtx.frontend.partition_checks import value_sharding
+from pjrtx.frontend.partition.walk import inline_calls, main_func, nested_ops, op_name
 
 TARGET = "CustomSPMDPartitioning"
 _counter = itertools.count()
@@ -37,7 +37,7 @@ INSPECT_PREFIX = "pjrtx-inspect:"  # pjrtx.lowerings.inspect_sharding's keys
 
 
 def _calls(main, target=TARGET) -> list:
-    return [o for o in _walk(main) if _op_name(o) == "stablehlo.custom_call"
+    return [o for o in nested_ops(main) if op_name(o) == "stablehlo.custom_call"
             and ir.StringAttr(o.attributes["call_target_name"]).value == target]
 
 
@@ -71,7 +71,7 @@ def run_inspect_sharding(module, n: int) -> int:
     compile time) and drops the call; returns how many."""
     from pjrtx.lowerings import inspect_sharding
 
-    main = _main(module)
+    main = main_func(module)
     calls = _calls(main, INSPECT_TARGET)
     if not calls:
         return 0
@@ -106,8 +106,8 @@ def _propagated(module, n, target=TARGET) -> list:
     Shardy's propagation on a copy of the module."""
     work = ir.Module.parse(str(module))
     passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(work.operation)
-    main = _main(work)
-    meshes = _meshes(work)
+    main = main_func(work)
+    meshes = meshes_by_name(work)
     out = []
     for o in _calls(main, target):
         ins = [_spec_of(value_sharding(v, main, meshes)) for v in o.operands]
@@ -200,15 +200,15 @@ def expand(module, n: int) -> int:
     manual computation running the user's partition; returns how many."""
     from jax._src import custom_partitioning as cp
 
-    main = _main(module)
+    main = main_func(module)
     calls = _calls(main)
     if not calls:
         return 0
-    meshes = {k: m for k, m in _meshes(module).items() if len(list(m.axes)) > 0}
+    meshes = {k: m for k, m in meshes_by_name(module).items() if len(list(m.axes)) > 0}
     if len(meshes) != 1:
         raise ShardyUnsafe(f"custom_partitioning in a module with {len(meshes)} meshes")
     mesh_name, mesh_attr = next(iter(meshes.items()))
-    mesh_axes = [a for a, _ in _mesh_info(mesh_attr, n)[0]]
+    mesh_axes = [a for a, _ in mesh_info(mesh_attr, n)[0]]
     shardings = _propagated(module, n)
     for o, (in_dims, out_dims) in zip(calls, shardings):
         key = ir.StringAttr(o.attributes["backend_config"]).value.encode()
@@ -249,7 +249,7 @@ def _expand_one(module, main, o, info, in_dims, out_dims, mesh_name, mesh_axes):
     body = _rename(body, prefix)
     body_module = ir.Module.parse(body)
     for f in body_module.body.operations:
-        if _op_name(f) == "func.func":
+        if op_name(f) == "func.func":
             clone = f.operation.clone(ip=ir.InsertionPoint(module.body))
             clone.attributes["sym_visibility"] = ir.StringAttr.get("private")
     local_args = [ir.RankedTensorType.get(

@@ -29,12 +29,10 @@ import re
 
 from jaxlib.mlir import ir
 
-from pjrtx.frontend.partition import (
-    ShardyUnsafe, _attr_names, _axis_ref_size, _coords_of_partition, _dim_index, _is_ranked,
-    _op_name,
+from pjrtx.frontend.partition.sharding import (
+    ShardyUnsafe, axis_ref_size, coords_of_partition, dim_index, value_sharding,
 )
-from pjrtx.frontend.partition_checks import value_sharding
-from pjrtx.frontend.partition_global import _zero_text
+from pjrtx.frontend.partition.walk import attr_names, is_ranked, op_name, zero_text
 
 # Ops that are linear in each operand that carries the unreduced axes (the
 # others must be whole along them); a sum of partial values goes through.
@@ -69,7 +67,7 @@ class _Lowering:
     def __init__(self, main, meshes, mesh_name, axes, ids, n):
         self.main, self.meshes, self.mesh_name = main, meshes, mesh_name
         self.axes, self.ids, self.n = axes, ids, n
-        self.coords = _coords_of_partition(axes, ids)
+        self.coords = coords_of_partition(axes, ids)
         self.sizes = dict(axes)
         self.sums = 0  # sdy.all_reduce ops that sum unreduced values
 
@@ -87,7 +85,7 @@ class _Lowering:
     # --------------------------------------------------------------- masks
     def _first_pred(self, axes: frozenset, ip, loc):
         """tensor<i1>: this device is the first of its group along `axes`."""
-        first = [_dim_index(tuple(sorted(axes)), self.coords[p], self.axes) == 0
+        first = [dim_index(tuple(sorted(axes)), self.coords[p], self.axes) == 0
                  for p in range(self.n)]
         i32, i1 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(1)
         pid = ir.Operation.create("stablehlo.partition_id", results=[
@@ -120,7 +118,7 @@ class _Lowering:
                                          "sdy.sharding": whole}, ip=ip, loc=loc)
         zero = ir.Operation.create("stablehlo.constant", results=[
             ir.RankedTensorType.get([], t.element_type)], attributes={
-                "value": ir.Attribute.parse(f"dense<{_zero_text(t.element_type)}> : "
+                "value": ir.Attribute.parse(f"dense<{zero_text(t.element_type)}> : "
                                             f"tensor<{t.element_type}>")}, ip=ip, loc=loc)
         zeros = ir.Operation.create(
             "stablehlo.broadcast_in_dim", results=[t], operands=[zero.result],
@@ -152,7 +150,7 @@ class _Lowering:
             regions=1, ip=ir.InsertionPoint(o), loc=o.location)
         block = mc.regions[0].blocks.append(*local)
         ip = ir.InsertionPoint(block)
-        attrs = {a: o.attributes[a] for a in _attr_names(o) if a != "sdy.sharding"}
+        attrs = {a: o.attributes[a] for a in attr_names(o) if a != "sdy.sharding"}
         body = ir.Operation.create(o.name, results=[out_local], operands=list(block.arguments),
                                    attributes=attrs, ip=ip, loc=o.location)
         ir.Operation.create("sdy.return", operands=[body.result], ip=ip, loc=o.location)
@@ -165,7 +163,7 @@ class _Lowering:
         for dim, axes in zip(rt.shape, s.dims):
             k = 1
             for a in axes:
-                k *= _axis_ref_size(a, self.sizes)
+                k *= axis_ref_size(a, self.sizes)
             if dim % k:
                 raise ShardyUnsafe("an unreduced dot_general with an uneven sharded dimension")
             shape.append(dim // k)
@@ -188,7 +186,7 @@ class _Lowering:
             for block in region.blocks:
                 for o in list(block.operations):
                     o = o.operation
-                    name = _op_name(o)
+                    name = op_name(o)
                     if name == "sdy.manual_computation":
                         continue  # its body is local; its boundary is the converter's
                     if name not in ("stablehlo.reduce", "stablehlo.sort", "stablehlo.scatter"):
@@ -214,9 +212,9 @@ class _Lowering:
             return
         if name in ("func.return", "sdy.return"):
             return
-        results = [r for r in o.results if _is_ranked(r.type)]
+        results = [r for r in o.results if is_ranked(r.type)]
         out_unr = frozenset().union(*[self.unreduced(r) for r in results]) if results else frozenset()
-        in_unr = [self.unreduced(v) if _is_ranked(v.type) else frozenset()
+        in_unr = [self.unreduced(v) if is_ranked(v.type) else frozenset()
                   for v in o.operands]
         if not out_unr:
             if any(in_unr):
@@ -235,7 +233,7 @@ class _Lowering:
                 else self.reduced_axes(o)
             if name == "stablehlo.reduce":
                 body = list(o.regions[0].blocks[0].operations)
-                if len(o.operands) != 2 or len(body) != 2 or _op_name(body[0]) != "stablehlo.add":
+                if len(o.operands) != 2 or len(body) != 2 or op_name(body[0]) != "stablehlo.add":
                     raise ShardyUnsafe("an unreduced reduce whose body is not one add")
             carried = [u for u in in_unr if u]
             if len(carried) > 1 or (carried and not carried[0] <= out_unr):
@@ -314,7 +312,7 @@ class _Lowering:
                 offsets.append(None)
                 continue
             step = ir.RankedTensorType(t_in).shape[d]
-            offsets.append([_dim_index(moved, self.coords[p], self.axes) * step
+            offsets.append([dim_index(moved, self.coords[p], self.axes) * step
                             for p in range(self.n)])
         axes_text = ", ".join(f'"{a}"' for a, _ in self.axes)
         mc = ir.Operation.create(
@@ -333,7 +331,7 @@ class _Lowering:
         scalar_i32 = ir.RankedTensorType.get([], i32)
         zero = ir.Operation.create("stablehlo.constant", results=[ir.RankedTensorType.get([], et)],
                                    attributes={"value": ir.Attribute.parse(
-                                       f"dense<{_zero_text(et)}> : tensor<{et}>")}, ip=ip)
+                                       f"dense<{zero_text(et)}> : tensor<{et}>")}, ip=ip)
         zeros = ir.Operation.create("stablehlo.broadcast_in_dim", results=[t_out],
                                     operands=[zero.result], attributes={
                                         "broadcast_dimensions": ir.DenseI64ArrayAttr.get([])}, ip=ip)
@@ -367,7 +365,7 @@ class _Lowering:
         each device the sum of its own updates: partial sums over exactly
         those axes. The operand is counted once (masked where it is whole)."""
         body = list(o.regions[0].blocks[0].operations)
-        if len(o.operands) != 3 or len(body) != 2 or _op_name(body[0]) != "stablehlo.add":
+        if len(o.operands) != 3 or len(body) != 2 or op_name(body[0]) != "stablehlo.add":
             raise ShardyUnsafe("an unreduced scatter other than a single-operand scatter-add")
         if in_unr[1] or in_unr[2]:
             raise ShardyUnsafe("a scatter of unreduced indices or updates")

@@ -1,7 +1,7 @@
 """pytest plugin that streams one JSON line per test event to --pjrtx-events
 (collected ids, collection errors, test start, test end with outcome,
 duration and first error line), so a parent process sees which test was
-running when pytest crashed or hung (runner.run_pytest). Used by the
+running when pytest crashed or hung (engine.run_pytest). Used by the
 conformance runner and by `python -m pjrtx compare`; it knows nothing of JAX.
 
 Under pytest-xdist the controller writes start and end (it hears of both

@@ -10,43 +10,53 @@ import math
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from pjrtx.frontend.partition import (
-    _COLLECTIVES, _SHARDY_COLLECTIVES_OK, _USER_TAG, ShardyUnsafe,
-    _axis_ref_size, _func_attr_list, _func_type, _is_ranked, _mesh_info, _op_name, _parse_sharding,
-    _reduce_kind, _walk, sdy,
+from pjrtx.frontend.partition.sharding import (
+    ShardyUnsafe, axis_ref_size, mesh_info, parse_sharding, sdy, value_sharding,
 )
+from pjrtx.frontend.partition.walk import nested_ops, op_name
 
 
-def value_sharding(v, main, meshes) -> tuple | None:
-    """(dims, unreduced axes) of value `v` after Shardy's propagation or
-    export: dims holds the mesh axes of each dimension (() where unsharded).
-    Read from `v`'s producer (its sdy.sharding, a manual computation's
-    out_shardings, an sdy collective's out_sharding) or from main's
-    arg_attrs; unannotated is replicated. None when not known (an argument
-    of a region other than main's body)."""
-    owner = v.owner
-    owner = getattr(owner, "operation", owner)
-    rank = ir.RankedTensorType(v.type).rank if _is_ranked(v.type) else 0
-    attr = None
-    if isinstance(owner, ir.Operation):
-        if owner.name == "sdy.manual_computation":
-            attr = sdy.TensorShardingPerValueAttr(owner.attributes["out_shardings"]).shardings[
-                ir.OpResult(v).result_number]
-        elif "out_sharding" in owner.attributes:
-            attr = owner.attributes["out_sharding"]
-        elif "sdy.sharding" in owner.attributes:
-            attr = sdy.TensorShardingPerValueAttr(owner.attributes["sdy.sharding"]).shardings[
-                ir.OpResult(v).result_number]
-    else:
-        arg = ir.BlockArgument(v)
-        if arg.owner != main.regions[0].blocks[0]:
-            return None
-        d = _func_attr_list(main, "arg_attrs", len(_func_type(main).inputs))[arg.arg_number]
-        attr = d["sdy.sharding"] if "sdy.sharding" in d else None
-    vs = _parse_sharding(attr, meshes)[1] if attr is not None else None
-    if vs is None:
-        return ((),) * rank, ()
-    return vs.dims, vs.unreduced
+# A reduce whose body is one of these binary ops is partitioned with an
+# all_reduce, whose body localize sets to the same op.
+REDUCER_BODIES = {"stablehlo.add", "stablehlo.maximum", "stablehlo.minimum",
+                  "stablehlo.multiply", "stablehlo.and", "stablehlo.or"}
+USER_TAG = "pjrtx.user_collective"
+COLLECTIVES = {"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all",
+               "stablehlo.collective_permute", "stablehlo.reduce_scatter",
+               "stablehlo.collective_broadcast"}
+# Collectives Shardy may insert that localize accepts. jaxlib 0.10.2 builds
+# reshards that need a collective_permute followed by an all_to_all (e.g.
+# [{"x"},{"y"}] -> [{"y"},{"x"}] on a 2x4 mesh) that give every device the
+# wrong block, so a program where Shardy inserted either takes the global path.
+SHARDY_COLLECTIVES_OK = {"stablehlo.all_reduce", "stablehlo.all_gather"}
+
+
+def tag_user_collectives(main):
+    """Marks the collectives the program already has (shard_map bodies), so the
+    ones Shardy inserts can be told apart after the pass."""
+    for o in nested_ops(main):
+        if op_name(o) in COLLECTIVES:
+            o.attributes[USER_TAG] = ir.UnitAttr.get()
+
+
+def untag_user_collectives(main):
+    """Drops the marks tag_user_collectives set, once the checks are done."""
+    for o in nested_ops(main):
+        if USER_TAG in o.attributes:
+            del o.attributes[USER_TAG]
+
+
+def reduce_kind(op) -> str | None:
+    """The single binary op of a one-operand reduce's body, or None."""
+    if len(op.operands) != 2:
+        return None
+    body = list(op.regions[0].blocks[0].operations)
+    if len(body) != 2 or op_name(body[0]) not in REDUCER_BODIES:
+        return None
+    args = list(op.regions[0].blocks[0].arguments)
+    if list(body[0].operands) != args and list(body[0].operands) != args[::-1]:
+        return None
+    return op_name(body[0])
 
 
 def _dims(v, main, meshes) -> tuple | None:
@@ -60,17 +70,17 @@ def check_partial_sums(main):
     all_reduce of its partial sums (convert_global_to_local.cc:1700): a
     reduce_scatter, or the partial sums read elsewhere too, abort. Such
     programs take the global path."""
-    for o in _walk(main):
-        if _op_name(o) not in ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
+    for o in nested_ops(main):
+        if op_name(o) not in ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
             continue
         for r in o.results:
-            users = [_op_name(u.owner) for u in r.uses]
+            users = [op_name(u.owner) for u in r.uses]
             partial = any(u in ("sdy.all_reduce", "sdy.reduce_scatter") for u in users)
             sharding = str(o.attributes["sdy.sharding"]) if "sdy.sharding" in o.attributes else ""
-            # (partition_unreduced wraps the dots it leaves unreduced in
+            # (unreduced.py wraps the dots it leaves unreduced in
             # manual computations: one still marked unreduced was not)
             if (partial or "unreduced" in sharding) and users != ["sdy.all_reduce"]:
-                raise ShardyUnsafe(f"{_op_name(o)} with a sharded contraction feeds {users} "
+                raise ShardyUnsafe(f"{op_name(o)} with a sharded contraction feeds {users} "
                                    "(Shardy's converter aborts unless one all_reduce does)")
 
 
@@ -79,8 +89,8 @@ def check_divisible(main, meshes):
     sharded dimension does not divide by its axes (jax allows such
     intermediates, e.g. with_sharding_constraint on 113003 elements over 2
     devices; XLA pads them). Such programs take the global path."""
-    sizes_of = {k: dict(_mesh_info(m, 0)[0]) for k, m in meshes.items()}
-    for o in _walk(main):
+    sizes_of = {k: dict(mesh_info(m, 0)[0]) for k, m in meshes.items()}
+    for o in nested_ops(main):
         if "sdy.sharding" not in o.attributes:
             continue
         try:
@@ -88,7 +98,7 @@ def check_divisible(main, meshes):
         except (ValueError, TypeError):
             continue
         for r, attr in zip(o.results, per_value):
-            mesh_name, vs, _ = _parse_sharding(attr, meshes)
+            mesh_name, vs, _ = parse_sharding(attr, meshes)
             if vs is None or mesh_name not in sizes_of:
                 continue
             try:
@@ -97,9 +107,9 @@ def check_divisible(main, meshes):
                 continue
             sizes = sizes_of[mesh_name]
             for dim, axes in zip(shape, vs.dims):
-                n = math.prod(_axis_ref_size(a, sizes) for a in axes)
+                n = math.prod(axis_ref_size(a, sizes) for a in axes)
                 if n > 1 and dim % n:
-                    raise ShardyUnsafe(f"{_op_name(o)} shards a dimension of {dim} over {n} "
+                    raise ShardyUnsafe(f"{op_name(o)} shards a dimension of {dim} over {n} "
                                        "devices (uneven; Shardy's converter aborts)")
 
 
@@ -113,7 +123,7 @@ def check_pads_gathers_scatters(main, meshes):
             for block in region.blocks:
                 for o in block.operations:
                     o = o.operation
-                    name = _op_name(o)
+                    name = op_name(o)
                     if name == "sdy.manual_computation":
                         continue
                     if name == "stablehlo.pad":
@@ -181,7 +191,7 @@ def _check_gather(o, main, meshes):
 
 def _is_scatter_add(o) -> bool:
     body = list(o.regions[0].blocks[0].operations)
-    return len(body) == 2 and _op_name(body[0]) == "stablehlo.add"
+    return len(body) == 2 and op_name(body[0]) == "stablehlo.add"
 
 
 def _check_scatter(o, main, meshes):
@@ -226,10 +236,10 @@ def _check_scatter(o, main, meshes):
 
 
 def check_inserted_collectives(main):
-    for o in _walk(main):
-        name = _op_name(o)
-        if name in _COLLECTIVES and _USER_TAG not in o.attributes \
-                and name not in _SHARDY_COLLECTIVES_OK:
+    for o in nested_ops(main):
+        name = op_name(o)
+        if name in COLLECTIVES and USER_TAG not in o.attributes \
+                and name not in SHARDY_COLLECTIVES_OK:
             raise ShardyUnsafe(f"Shardy inserted a {name} (not verified to reshard correctly)")
 
 
@@ -237,11 +247,11 @@ def fix_all_reduce_bodies(main, sums_of_unreduced: bool = False) -> None:
     """Shardy 0.10.2 gives every all_reduce it inserts an add body. Set it to
     the reduce it follows; refuse any all_reduce whose origin is unclear
     (unless the program sums unreduced values, whose all_reduces
-    partition_unreduced checked before the converter ran)."""
-    for o in list(_walk(main)):
-        if _op_name(o) != "stablehlo.all_reduce":
+    unreduced.py checked before the converter ran)."""
+    for o in list(nested_ops(main)):
+        if op_name(o) != "stablehlo.all_reduce":
             continue
-        if _USER_TAG in o.attributes:
+        if USER_TAG in o.attributes:
             continue
         kinds = set()
         for v in o.operands:
@@ -249,7 +259,7 @@ def fix_all_reduce_bodies(main, sums_of_unreduced: bool = False) -> None:
             owner = getattr(owner, "operation", owner)  # an OpView, or a Block for block args
             owner_name = owner.name if isinstance(owner, ir.Operation) else None
             if owner_name == "stablehlo.reduce":
-                kind = _reduce_kind(owner)
+                kind = reduce_kind(owner)
                 if kind is None:
                     raise ShardyUnsafe("all_reduce after a reduce with an unknown body")
                 kinds.add(kind)
@@ -265,7 +275,7 @@ def fix_all_reduce_bodies(main, sums_of_unreduced: bool = False) -> None:
         kind = kinds.pop()
         block = o.regions[0].blocks[0]
         body = list(block.operations)
-        if len(body) != 2 or _op_name(body[0]) != "stablehlo.add":
+        if len(body) != 2 or op_name(body[0]) != "stablehlo.add":
             raise ShardyUnsafe("an inserted all_reduce has an unexpected body")
         if kind == "stablehlo.add":
             continue
