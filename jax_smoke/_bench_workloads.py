@@ -368,6 +368,68 @@ def bufloop_mlx(s):
     return Run(call, lambda: step(x0, mx.array(1), mx.array(0)), units=steps)
 
 
+# ---------------------------------------------------------------- Newton while
+# A data-dependent while_loop with a float predicate: Newton's method for
+# the square roots of 64 numbers, vmapped (each lane stops on its own
+# tolerance; the batched loop runs until the slowest lane has converged).
+def newton_jax(s):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    a = jax.device_put(np.linspace(0.5, 5000.0, s["n"], dtype=np.float32), s["device"])
+
+    def root(a):
+        def cond(st):
+            x, it = st
+            return (jnp.abs(x * x - a) > 1e-6 * a) & (it < 200)
+
+        return lax.while_loop(cond, lambda st: (0.5 * (st[0] + a / st[0]), st[1] + 1), (a, 0))[0]
+
+    f = jax.jit(jax.vmap(root))
+    return Run(lambda: f(a).block_until_ready())
+
+
+# ---------------------------------------------------------------- adaptive ODE
+# An adaptive Runge-Kutta (Bogacki-Shampine 3(2)) solve of a damped
+# oscillator written in plain JAX: a while loop over steps whose size comes
+# from the error estimate, as diffrax-style solvers run.
+def ode_jax(s):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    y0 = jax.device_put(np.array([1.0, 0.0], np.float32), s["device"])
+    t_end = np.float32(s["t_end"])
+
+    def rhs(y):
+        return jnp.stack([y[1], -y[0] - 0.1 * y[1]])
+
+    def solve(y0):
+        def cond(st):
+            t, y, h, n = st
+            return (t < t_end) & (n < 100_000)
+
+        def body(st):
+            t, y, h, n = st
+            h = jnp.minimum(h, t_end - t)
+            k1 = rhs(y)
+            k2 = rhs(y + 0.5 * h * k1)
+            k3 = rhs(y + 0.75 * h * k2)
+            y3 = y + h * (2.0 / 9.0 * k1 + 1.0 / 3.0 * k2 + 4.0 / 9.0 * k3)
+            k4 = rhs(y3)
+            y2 = y + h * (7.0 / 24.0 * k1 + 0.25 * k2 + 1.0 / 3.0 * k3 + 0.125 * k4)
+            err = jnp.max(jnp.abs(y3 - y2)) / (1e-5 + 1e-5 * jnp.max(jnp.abs(y)))
+            ok = err <= 1.0
+            factor = jnp.clip(0.9 * (jnp.maximum(err, 1e-10)) ** (-1.0 / 3.0), 0.2, 5.0)
+            return (jnp.where(ok, t + h, t), jnp.where(ok, y3, y), h * factor, n + 1)
+
+        return lax.while_loop(cond, body, (np.float32(0), y0, np.float32(0.01), 0))
+
+    f = jax.jit(solve)
+    return Run(lambda: f(y0)[1].block_until_ready())
+
+
 # ---------------------------------------------------------------- NumPyro NUTS
 def nuts_jax(s):
     """NumPyro's NUTS on a small logistic regression: a while loop (the
@@ -597,6 +659,14 @@ WORKLOADS = [
     Workload("bufloop", "fori_loop 100,000 steps xs.at[i].set(xs[j]*0.5+1) f32[4096]",
              bufloop_jax, bufloop_mlx, None, lambda s: 0.0,
              {"n": 4096, "steps": 100_000}, {"n": 64, "steps": 200}),
+    Workload("newton", "vmapped Newton sqrt while_loop, float predicate, f32[64]", newton_jax,
+             None, None, lambda s: 4 * EPS32, {"n": 64}, {"n": 8}),
+    # The step-size controller branches on rounding-level error estimates,
+    # so two correct backends may accept different steps; both solutions
+    # are within the solver's tolerance (1e-5 per step, ~t_end/h steps) of
+    # the true one.
+    Workload("ode", "adaptive RK3(2) ODE solve, while_loop over steps, t=0..20", ode_jax,
+             None, None, lambda s: 5e-2, {"t_end": 20.0}, {"t_end": 5.0}),
     Workload("decode", "decode step, KV cache (2 layers d256 ctx256 vocab1000)", decode_jax,
              decode_mlx, decode_flops, lambda s: 4 * 3 * 4 * s["d"] * s["layers"] * EPS32,
              {"d": 256, "heads": 4, "layers": 2, "ctx": 256, "vocab": 1000},

@@ -72,6 +72,7 @@ def doctor() -> int:
         scan = ext.mlx_rule("scan", kind, "float32")
         print(f"cummax     {'MLX' if scan else 'pjrtx'} carries NaNs through cummax/cummin on "
               f"the {kind} device (MLX's scans {'do' if scan else 'do not'})")
+    print(f"loops      {loops_line(env)}")
     print(f"PJRT API   {'.'.join(map(str, ext.abi_version()))}")
     ops = ext.supported_ops()
     targets = [o for o in ops if o.startswith("custom_call @")]
@@ -80,6 +81,30 @@ def doctor() -> int:
     for v in env.variables():
         print(f"  {v.name:<16} = {v.value!r:<10} {v.description} (default {v.default!r})")
     return 0 if ok else 1
+
+
+def loops_line(env) -> str:
+    """Where while loops run (PJRTX_LOOPS), and whether the compiler the host
+    loop engine builds with is there: without one every loop runs on MLX."""
+    import shlex
+    import shutil
+    import subprocess
+
+    mode = env.get("PJRTX_LOOPS")
+    cxx = os.environ.get("CXX") or "c++"
+    exe = shutil.which(shlex.split(cxx)[0]) if cxx.strip() else None
+    if exe is None:
+        return (f"PJRTX_LOOPS={mode}; no C++ compiler ({cxx!r} not found): every loop runs on "
+                f"MLX (install one, e.g. Xcode's command line tools or g++, or set CXX)")
+    try:
+        first = subprocess.run([exe, "--version"], capture_output=True, text=True,
+                               timeout=20).stdout.splitlines()[:1]
+    except (OSError, subprocess.SubprocessError):
+        first = []
+    where = {"auto": "latency-bound loops run as compiled host code, others on MLX",
+             "host": "every loop the host engine takes runs as compiled host code",
+             "mlx": "every loop runs on MLX"}.get(mode, "unknown value")
+    return f"PJRTX_LOOPS={mode}: {where}; compiler {cxx} ({first[0] if first else exe})"
 
 
 def has_extension(package) -> bool:

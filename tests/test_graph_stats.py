@@ -20,6 +20,9 @@ def test_counts_only_while_on_and_scales_with_the_loop(monkeypatch, pjrtx_device
     # blocks whose count depends on where the tiers switch
     # (test_runtime_fusion.py covers those).
     monkeypatch.setenv("PJRTX_COMPILE", "never")
+    # MLX primitives per iteration: the loop must run on MLX, not as
+    # compiled host code (PJRTX_LOOPS).
+    monkeypatch.setenv("PJRTX_LOOPS", "mlx")
     # (96 elements: 64 or fewer would be computed on the host, PJRTX_HOST)
     x = jax.device_put(np.linspace(-1, 1, 96, dtype=np.float32), pjrtx_device)
     loop = lambda n: jax.jit(lambda c: lax.fori_loop(0, n, lambda i, v: v * 0.5 + 1.0, c))  # noqa: E731

@@ -16,7 +16,8 @@ reductions over none, some or all dimensions), over captured constants,
 arguments and mixes, 0-d and small shapes, the same constant used twice,
 and edge values (0, -0.0, NaN, +-inf, integer limits), runs each at top
 level and inside counted and data-dependent loops, under PJRTX_HOST=all,
-int and off, three times each (the third run replays a traced graph), and
+int and off (loops also as compiled host code, PJRTX_LOOPS=host), three
+times each (the third run replays a traced graph), and
 compares every result bit for bit with XLA:CPU (NaNs equal, signed zeros
 not).
 
@@ -463,6 +464,14 @@ def _reaches_subnormal(p: Program, context: str, trips: int) -> bool:
     return False
 
 
+# Settings each program runs under: (PJRTX_LOOPS, PJRTX_HOST). A loop
+# context also runs as compiled host code (loops/emit_cxx.h), which has its
+# own copy of every op's semantics; the host tier's forms then run only in
+# the loops kept on MLX.
+TOP_SETTINGS = [(None, m) for m in MODES]
+LOOP_SETTINGS = [("host", "all")] + [("mlx", m) for m in MODES]
+
+
 def check(p: Program, context: str, trips: int):
     args = call_args(p, context, trips)
     want = run(jax.devices("cpu")[0], as_function(p, context, trips, "xla_side"), args)[0]
@@ -471,22 +480,26 @@ def check(p: Program, context: str, trips: int):
     # 0.0 + -0.0 comes out -0.0 there (IEEE, and pjrtx: +0.0): the sign of a
     # zero is compared at top level only.
     zero_sign = context == "top" and zero_sign_defined(p)
-    old = os.environ.get("PJRTX_HOST")
+    old = {k: os.environ.get(k) for k in ("PJRTX_HOST", "PJRTX_LOOPS")}
     try:
-        for mode in MODES:
+        for loops, mode in TOP_SETTINGS if context == "top" else LOOP_SETTINGS:
             os.environ["PJRTX_HOST"] = mode
-            f = as_function(p, context, trips, f"pjrtx_{mode}")
+            if loops:
+                os.environ["PJRTX_LOOPS"] = loops
+            label = f"PJRTX_LOOPS={loops} PJRTX_HOST={mode}" if loops else f"PJRTX_HOST={mode}"
+            f = as_function(p, context, trips, f"pjrtx_{loops}_{mode}")
             for run_no, got in enumerate(run(jax.devices("pjrtx")[0], f, args, times=3), 1):
                 for k, (g, w) in enumerate(zip(got, want)):
                     if not same_bits(g, w, zero_sign):
-                        bad.append(f"PJRTX_HOST={mode} run {run_no} output {k}: "
+                        bad.append(f"{label} run {run_no} output {k}: "
                                    f"got {g.dtype}{list(g.shape)} {g.tolist()}, "
                                    f"XLA:CPU {w.dtype}{list(w.shape)} {w.tolist()}")
     finally:
-        if old is None:
-            os.environ.pop("PJRTX_HOST", None)
-        else:
-            os.environ["PJRTX_HOST"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     if bad and _reaches_subnormal(p, context, trips):
         assume(False)
     assert not bad, f"{context} (trips {trips}):\n" + "\n".join(bad)

@@ -1,4 +1,10 @@
-"""while / case / if (host-driven control steps) against XLA:CPU."""
+"""while / case / if (host-driven control steps) against XLA:CPU.
+
+These are the loops that stay on MLX (PJRTX_LOOPS=mlx, and every loop too big
+for the host engine under auto): their counted and general paths, host
+folds and loop statistics. Loops run as compiled host code are
+tests/test_host_loops.py's.
+"""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -6,6 +12,11 @@ import pytest
 from jax import lax
 
 from oracle import assert_same
+
+
+@pytest.fixture(autouse=True)
+def loops_on_mlx(monkeypatch):
+    monkeypatch.setenv("PJRTX_LOOPS", "mlx")
 
 X = np.arange(6, dtype=np.float32)
 

@@ -136,6 +136,8 @@ def test_loop_body_fuses_and_matches(monkeypatch, counting, pjrtx_device):
     loop = lambda v: lax.fori_loop(0, 200, body, v)  # noqa: E731
     x = np.linspace(-2, 2, 96, dtype=np.float32)
     dx = jax.device_put(x, pjrtx_device)
+    # The MLX loop path's fusion tiers: not compiled host code (PJRTX_LOOPS).
+    monkeypatch.setenv("PJRTX_LOOPS", "mlx")
     monkeypatch.setenv("PJRTX_COMPILE", "never")
     eager, n_eager = run_counted(jax.jit(lambda v: loop(v)), dx)
     monkeypatch.setenv("PJRTX_COMPILE", "auto")

@@ -49,7 +49,8 @@ const std::vector<EnvVar>& env_vars() {
        "file: write a Chrome/Perfetto trace (compile phases, executes, transfers, waits) there "
        "at exit and on pjrtx._pjrtx.profile_flush(); open it in ui.perfetto.dev"},
       {"PJRTX_DUMP_DIR", "",
-       "directory: write the input MLIR and the plan text of every compile there"},
+       "directory: write the input MLIR and the plan text of every compile there, and the C++ of "
+       "each loop that runs on the host"},
       {"PJRTX_F64", "cpu",
        "float64 on a GPU device: cpu (run f64 instructions on MLX's CPU stream) or error "
        "(refuse f64 at compile time, on any device)"},
@@ -71,6 +72,18 @@ const std::vector<EnvVar>& env_vars() {
        "as MLX primitives: all (integer, pred and data-movement ops, and f32/f64 arithmetic "
        "with one IEEE answer: + - * / sqrt, compares, converts, max/min, order-free "
        "reductions), int (all but the float arithmetic) or off; read per compile"},
+      {"PJRTX_LOOPS", "auto",
+       "where while loops (fori_loop, scan, while_loop) run: auto (a loop whose iterations "
+       "are latency-bound, at most PJRTX_LOOP_WORK elements written per op and iteration, runs "
+       "whole as C++ built by the system compiler, $CXX or c++; bigger loops run on MLX), host "
+       "(every loop the host engine takes) or mlx (none); PJRTX_TRACE=1 prints each choice and "
+       "its reason; read per compile"},
+      {"PJRTX_LOOP_WORK", "",
+       "the auto placement's bound: elements a loop may write per op and iteration and still "
+       "run on the host (unset: 8192 on MLX's CPU device, 65536 on a GPU)"},
+      {"PJRTX_CACHE_DIR", "",
+       "where built host loops are kept across processes (unset: $XDG_CACHE_HOME/pjrtx, else "
+       "~/.cache/pjrtx)"},
       {"PJRTX_SPIN_US", "50",
        "microseconds a waiting thread polls (yielding its core) before it blocks: the "
        "executor for the next call and for a short run's result (loop predicates included), "

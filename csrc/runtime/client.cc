@@ -416,6 +416,11 @@ std::shared_ptr<const CompiledProgram> Client::lower(std::shared_ptr<const compi
   else if (host == "int") options.host = backend::HostMode::kInt;
   else if (host == "off") options.host = backend::HostMode::kOff;
   else invalid_argument("pjrtx: PJRTX_HOST must be 'all', 'int' or 'off', got '", host, "'");
+  std::string loops = env_string("PJRTX_LOOPS");
+  if (loops == "auto") options.loops = backend::LoopMode::kAuto;
+  else if (loops == "host") options.loops = backend::LoopMode::kHost;
+  else if (loops == "mlx") options.loops = backend::LoopMode::kMlx;
+  else invalid_argument("pjrtx: PJRTX_LOOPS must be 'auto', 'host' or 'mlx', got '", loops, "'");
   const int n = assignment.num_devices();
   std::vector<std::shared_ptr<backend::Program>> programs(n);
   {

@@ -50,6 +50,8 @@ std::optional<mx::array> LowerCtx::constant_value(compiler::ValueId v) const {
 }
 
 const DeviceContext& LowerCtx::device() const { return lowerer_.device(); }
+LoopMode LowerCtx::loop_mode() const { return lowerer_.loop_mode(); }
+bool LowerCtx::on_gpu() const { return lowerer_.on_gpu(); }
 
 RunState LowerCtx::constant_state() const {
   RunState st;

@@ -27,6 +27,9 @@ class ProgramLowering {
   virtual std::shared_ptr<const RegionProgram> lower_function(const std::string& name) = 0;
   virtual const std::map<compiler::ValueId, mx::array>& constants() const = 0;
   virtual const DeviceContext& device() const = 0;
+  virtual LoopMode loop_mode() const = 0;
+  // The program's default stream is a GPU's.
+  virtual bool on_gpu() const = 0;
 };
 
 class LowerCtx {
@@ -57,6 +60,8 @@ class LowerCtx {
   std::optional<mx::array> constant_value(compiler::ValueId v) const;
   // The device this program is lowered for.
   const DeviceContext& device() const;
+  LoopMode loop_mode() const;
+  bool on_gpu() const;
 
   // Throws INVALID_ARGUMENT "[<op>] <message> at <loc>".
   template <typename... Args>

@@ -30,6 +30,8 @@ struct LowerOptions {
   // PJRTX_HOST: which ops on small computed values run on the host
   // (host_small.h).
   HostMode host = HostMode::kAll;
+  // PJRTX_LOOPS: where while loops run (loops/host_loop.h).
+  LoopMode loops = LoopMode::kAuto;
   // The device of the executable this lowering is for.
   DeviceContext device;
 };
@@ -48,6 +50,8 @@ class Lowerer final : public ProgramLowering {
   std::shared_ptr<const RegionProgram> lower_function(const std::string& name) override;
   const std::map<compiler::ValueId, mx::array>& constants() const override { return constants_; }
   const DeviceContext& device() const override { return options_.device; }
+  LoopMode loop_mode() const override { return options_.loops; }
+  bool on_gpu() const override { return options_.gpu; }
   const LowerOptions& options() const { return options_; }
   // After the whole program is lowered: drops the folded values that no
   // run reads (intermediates of constant chains), so they are not held.

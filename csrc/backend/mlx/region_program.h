@@ -76,6 +76,11 @@ using HostForm = std::function<bool(const Arrays& operands, Arrays& out)>;
 // those and f32/f64 arithmetic with one IEEE answer.
 enum class HostMode { kOff, kInt, kAll };
 
+// Where a stablehlo.while runs (PJRTX_LOOPS, loops/host_loop.h): as compiled
+// host code when its iterations are latency-bound (auto), always where the
+// host engine takes it (host), or never (mlx).
+enum class LoopMode { kAuto, kHost, kMlx };
+
 // When straight-line segments run through mx::compile (PJRTX_COMPILE).
 enum class CompileTier {
   kNever,   // every step builds its MLX ops on every run

@@ -17,6 +17,7 @@
 #include "backend/mlx/async_eval.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/host_small.h"
+#include "backend/mlx/loops/host_loop.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/ops/counted_loop.h"
 #include "backend/mlx/ops/host_fold.h"
@@ -294,6 +295,7 @@ Arrays run_counted_while(const RegionProgram& body, RunState& st, const Arrays& 
 }
 
 Kernel lower_while(LowerCtx& ctx) {
+  if (std::optional<Kernel> host = loops::place_while(ctx)) return *host;
   const auto& inst = ctx.inst();
   auto cond = ctx.lower_region(inst.regions.at(0));
   auto body = ctx.lower_region(inst.regions.at(1));

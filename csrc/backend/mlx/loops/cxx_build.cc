@@ -1,0 +1,179 @@
+#include "backend/mlx/loops/cxx_build.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "common/trace.h"
+
+namespace pjrtx::backend::loops {
+
+namespace {
+
+// Two FNV-1a passes with different offsets: a 128-bit name for a source.
+std::string hash_hex(const std::string& s) {
+  uint64_t a = 14695981039346656037ull, b = 0x6c62272e07bb0142ull;
+  for (unsigned char c : s) {
+    a = (a ^ c) * 1099511628211ull;
+    b = (b ^ c) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return buf;
+}
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("PJRTX_CACHE_DIR"); d && *d) return std::string(d) + "/host_loops";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/pjrtx/host_loops";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/pjrtx/host_loops";
+  return "/tmp/pjrtx-host-loops";
+}
+
+bool make_dirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+std::string compiler() {
+  const char* cxx = std::getenv("CXX");
+  return cxx && *cxx ? cxx : "c++";
+}
+
+// Strict IEEE: no contraction into FMAs and no fast-math, so + - * / and
+// sqrt round as XLA:CPU's do.
+const char* kFlags = "-O2 -std=c++17 -shared -fPIC -ffp-contract=off -fno-fast-math -w";
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct Loaded {
+  HostLoopFn fn;
+  std::string path;
+};
+
+std::mutex& mu() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, Loaded>& loaded() {
+  static auto* m = new std::map<std::string, Loaded>();  // never destroyed: code stays mapped
+  return *m;
+}
+
+HostLoopFn open_symbol(const std::string& path, const std::string& symbol, std::string* err) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    *err = std::string("dlopen: ") + dlerror();
+    return nullptr;
+  }
+  void* f = dlsym(h, symbol.c_str());
+  if (!f) {
+    *err = "dlsym " + symbol + " failed";
+    return nullptr;
+  }
+  return reinterpret_cast<HostLoopFn>(f);
+}
+
+}  // namespace
+
+BuiltLoop build_loop(const std::string& code, const std::string& symbol) {
+  BuiltLoop out;
+  const std::string cmd_base = compiler() + " " + kFlags;
+  const std::string key = hash_hex(cmd_base + "\n" + code);
+  std::lock_guard<std::mutex> lock(mu());
+  if (auto it = loaded().find(key); it != loaded().end()) {
+    out.fn = it->second.fn;
+    out.path = it->second.path;
+    out.cached = true;
+    return out;
+  }
+  const std::string dir = cache_dir();
+  const std::string so = dir + "/" + key + ".so";
+  struct stat st;
+  if (stat(so.c_str(), &st) == 0) {
+    std::string err;
+    if (HostLoopFn fn = open_symbol(so, symbol, &err)) {
+      loaded()[key] = {fn, so};
+      out.fn = fn;
+      out.path = so;
+      out.cached = true;
+      return out;
+    }
+    unlink(so.c_str());  // a broken file: build it again
+  }
+  if (!make_dirs(dir)) {
+    out.error = "cannot create " + dir;
+    return out;
+  }
+  // Per-process temporary names, renamed into place: two processes
+  // building the same loop never read a half-written file.
+  const std::string tag = std::to_string(getpid());
+  const std::string src = dir + "/" + key + "." + tag + ".cc";
+  const std::string tmp = dir + "/" + key + "." + tag + ".so.tmp";
+  {
+    std::ofstream f(src);
+    f << code;
+    if (!f) {
+      out.error = "cannot write " + src;
+      return out;
+    }
+  }
+  const std::string cmd = cmd_base + " " + shell_quote(src) + " -o " + shell_quote(tmp) + " 2>&1";
+  Stopwatch sw;
+  std::string log;
+  int rc = -1;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+      if (log.size() < 8192) log.append(buf.data(), n);
+    rc = pclose(p);
+  }
+  out.compile_us = sw.us();
+  if (rc != 0) {
+    out.error = "`" + compiler() + "` failed (exit " + std::to_string(rc) + "): " + log.substr(0, 2000) +
+                " [source kept at " + src + "]";
+    unlink(tmp.c_str());
+    return out;
+  }
+  unlink(src.c_str());
+  if (rename(tmp.c_str(), so.c_str()) != 0) {
+    out.error = "cannot rename " + tmp;
+    unlink(tmp.c_str());
+    return out;
+  }
+  std::string err;
+  HostLoopFn fn = open_symbol(so, symbol, &err);
+  if (!fn) {
+    out.error = err;
+    return out;
+  }
+  loaded()[key] = {fn, so};
+  out.fn = fn;
+  out.path = so;
+  return out;
+}
+
+}  // namespace pjrtx::backend::loops

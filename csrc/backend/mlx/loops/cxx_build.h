@@ -1,0 +1,30 @@
+// Builds emitted C++ (loops/emit_cxx.h) into a shared library with the
+// system compiler, as MLX's CPU back end builds its fused kernels, and
+// returns the entry point as a plain function pointer: a host loop then runs
+// with no Python and no GIL anywhere on its path.
+//
+// Built libraries are kept on disk under $PJRTX_CACHE_DIR (default
+// $XDG_CACHE_HOME/pjrtx, else ~/.cache/pjrtx) in host_loops/, named by a
+// hash of the source and the compiler command, so a second process (or a
+// second compile of the same loop) loads instead of compiling. The compiler
+// is $CXX, else `c++`.
+#pragma once
+
+#include <string>
+
+namespace pjrtx::backend::loops {
+
+using HostLoopFn = int (*)(const void* const* inputs, void* const* outputs);
+
+struct BuiltLoop {
+  HostLoopFn fn = nullptr;
+  bool cached = false;     // loaded from disk or memory, not compiled now
+  int64_t compile_us = 0;  // the compiler's run (0 when cached)
+  std::string path;        // the shared library
+  std::string error;       // why fn is null
+};
+
+// Never throws: a missing or failing compiler is reported in `error`.
+BuiltLoop build_loop(const std::string& code, const std::string& symbol);
+
+}  // namespace pjrtx::backend::loops

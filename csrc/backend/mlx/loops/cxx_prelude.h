@@ -1,0 +1,236 @@
+// The C++ every emitted host loop starts with (loops/emit_cxx.cc): value
+// buffers and one helper per StableHLO element op, with XLA:CPU's answers at
+// the edges. Kept apart from the emitter so the semantics read in one place.
+//
+// Buffers: V<T, N> holds a small value in place (copied by value), B<T, N> a
+// larger one on the heap (moved, so an op that consumes its operand at its
+// last use updates it in place); C<T> views constant or input data. All
+// three expose `d`, the elements in row-major order. pred is C++ bool, so
+// add/multiply/subtract on it are or/and/xor as StableHLO's i1 arithmetic.
+#pragma once
+
+namespace pjrtx::backend::loops {
+
+inline constexpr const char* kCxxPrelude = R"CXX(
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace {
+
+template <class T, long N> struct V {
+  T d[N > 0 ? N : 1];
+};
+template <class T, long N> struct B {
+  T* d;
+  B() : d(static_cast<T*>(std::malloc(sizeof(T) * (N > 0 ? N : 1)))) {
+    if (!d) throw std::bad_alloc();
+  }
+  B(const B& o) : B() { std::memcpy(d, o.d, sizeof(T) * N); }
+  B(B&& o) noexcept : d(o.d) { o.d = nullptr; }
+  B& operator=(const B& o) {
+    if (this != &o) std::memcpy(d, o.d, sizeof(T) * N);
+    return *this;
+  }
+  B& operator=(B&& o) noexcept {
+    std::swap(d, o.d);
+    return *this;
+  }
+  ~B() { std::free(d); }
+};
+template <class T> struct C {
+  const T* d;
+};
+// Copies n elements of any buffer into a fresh R.
+template <class R, class S> R copy_as(const S& s, long n) {
+  R r;
+  if (n) std::memcpy(r.d, s.d, sizeof(r.d[0]) * n);
+  return r;
+}
+template <class R, class S> void copy_into(R& r, const S& s, long n) {
+  if (n) std::memcpy(r.d, s.d, sizeof(r.d[0]) * n);
+}
+
+inline float F(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline double D(uint64_t u) { double f; std::memcpy(&f, &u, 8); return f; }
+
+template <class T> constexpr bool is_f = std::is_floating_point_v<T>;
+template <class T> constexpr bool is_b = std::is_same_v<T, bool>;
+template <class T> using U = std::make_unsigned_t<T>;
+
+// Integer + - * wrap (computed unsigned); pred + is or, - is xor, * is and.
+template <class T> inline T h_add(T a, T b) {
+  if constexpr (is_f<T>) return a + b;
+  else if constexpr (is_b<T>) return a || b;
+  else return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+template <class T> inline T h_sub(T a, T b) {
+  if constexpr (is_f<T>) return a - b;
+  else if constexpr (is_b<T>) return a != b;
+  else return static_cast<T>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+template <class T> inline T h_mul(T a, T b) {
+  if constexpr (is_f<T>) return a * b;
+  else if constexpr (is_b<T>) return a && b;
+  else return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+// x / 0 is all ones and x % 0 is x; MIN / -1 is MIN and MIN % -1 is 0.
+template <class T> inline T h_div(T a, T b) {
+  if constexpr (is_f<T>) return a / b;
+  else {
+    if (b == 0) return static_cast<T>(~U<T>(0));
+    if constexpr (std::is_signed_v<T>)
+      if (a == std::numeric_limits<T>::min() && b == T(-1)) return a;
+    return static_cast<T>(a / b);
+  }
+}
+template <class T> inline T h_rem(T a, T b) {
+  if constexpr (is_f<T>) return std::fmod(a, b);
+  else {
+    if (b == 0) return a;
+    if constexpr (std::is_signed_v<T>)
+      if (a == std::numeric_limits<T>::min() && b == T(-1)) return 0;
+    return static_cast<T>(a % b);
+  }
+}
+// XLA's max/min: NaN propagates; max(-0, +0) = +0, min(-0, +0) = -0.
+template <class T> inline T h_max(T a, T b) {
+  if constexpr (is_f<T>) {
+    if (a == b) return a == 0 ? a + b : a;
+    if (a != a) return a;
+    return a > b ? a : b;
+  } else return a > b ? a : b;
+}
+template <class T> inline T h_min(T a, T b) {
+  if constexpr (is_f<T>) {
+    if (a == b) return a == 0 ? -((-a) + (-b)) : a;
+    if (a != a) return a;
+    return a < b ? a : b;
+  } else return a < b ? a : b;
+}
+template <class T> inline T h_pow(T a, T b) {
+  if constexpr (is_f<T>) return std::pow(a, b);
+  else if constexpr (is_b<T>) return a || !b;
+  else {
+    if constexpr (std::is_signed_v<T>) {
+      if (b < 0) return a == 1 ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);
+    }
+    T r = 1;
+    U<T> e = static_cast<U<T>>(b);
+    while (e) {
+      if (e & 1) r = h_mul(r, a);
+      a = h_mul(a, a);
+      e >>= 1;
+    }
+    return r;
+  }
+}
+template <class T> inline T h_and(T a, T b) { if constexpr (is_b<T>) return a && b; else return a & b; }
+template <class T> inline T h_or(T a, T b) { if constexpr (is_b<T>) return a || b; else return a | b; }
+template <class T> inline T h_xor(T a, T b) { if constexpr (is_b<T>) return a != b; else return a ^ b; }
+template <class T> inline T h_not(T a) { if constexpr (is_b<T>) return !a; else return static_cast<T>(~a); }
+template <class T> inline T h_neg(T a) {
+  if constexpr (is_f<T>) return -a;
+  else return static_cast<T>(uint64_t(0) - static_cast<uint64_t>(a));
+}
+template <class T> inline T h_abs(T a) {
+  if constexpr (is_f<T>) return std::fabs(a);
+  else if constexpr (std::is_signed_v<T>) return a < 0 ? h_neg(a) : a;
+  else return a;
+}
+template <class T> inline T h_sign(T a) {
+  if constexpr (is_f<T>) return (a != a || a == 0) ? a : (a > 0 ? T(1) : T(-1));
+  else if constexpr (std::is_signed_v<T>) return a > 0 ? T(1) : a < 0 ? T(-1) : T(0);
+  else return a > 0 ? T(1) : T(0);
+}
+// A shift count outside [0, bits), read as unsigned, gives 0 or the sign
+// fill; an arithmetic shift of an unsigned value shifts in its top bit.
+template <class T> inline T h_shl(T a, T b) {
+  constexpr unsigned bits = sizeof(T) * 8;
+  U<T> n = static_cast<U<T>>(b);
+  return n >= bits ? T(0) : static_cast<T>(static_cast<U<T>>(static_cast<U<T>>(a) << n));
+}
+template <class T> inline T h_shrl(T a, T b) {
+  constexpr unsigned bits = sizeof(T) * 8;
+  U<T> n = static_cast<U<T>>(b);
+  return n >= bits ? T(0) : static_cast<T>(static_cast<U<T>>(a) >> n);
+}
+template <class T> inline T h_shra(T a, T b) {
+  constexpr unsigned bits = sizeof(T) * 8;
+  using S = std::make_signed_t<T>;
+  U<T> n = static_cast<U<T>>(b);
+  S s = static_cast<S>(a);
+  if (n >= bits) return static_cast<T>(s < 0 ? S(-1) : S(0));
+  return static_cast<T>(static_cast<S>(s >> n));
+}
+template <class T> inline T h_popcnt(T a) {
+  return static_cast<T>(__builtin_popcountll(static_cast<unsigned long long>(static_cast<U<T>>(a))));
+}
+template <class T> inline T h_clz(T a) {
+  constexpr int bits = sizeof(T) * 8;
+  unsigned long long u = static_cast<unsigned long long>(static_cast<U<T>>(a));
+  return static_cast<T>(u == 0 ? bits : __builtin_clzll(u) - (64 - bits));
+}
+template <class T> inline T h_atan2(T a, T b) { return std::atan2(a, b); }
+template <class T> inline T h_rsqrt(T a) { return T(1) / std::sqrt(a); }
+template <class T> inline T h_logistic(T a) { return T(1) / (T(1) + std::exp(-a)); }
+template <class T> inline bool h_isfinite(T a) { return std::isfinite(a); }
+template <class T> inline T h_rne(T a) { return std::nearbyint(a); }
+template <class T> inline T h_afz(T a) { return std::round(a); }
+// Compare with TOTALORDER: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
+template <class T> inline auto h_tot(T a) {
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  I i;
+  std::memcpy(&i, &a, sizeof i);
+  return i < 0 ? static_cast<I>(i ^ std::numeric_limits<I>::max()) : i;
+}
+// convert: float -> int saturates with NaN -> 0; any -> pred is != 0; int
+// -> int wraps; pred -> any is 0 or 1.
+template <class To, class From> inline To cv(From x) {
+  if constexpr (std::is_same_v<To, From>) return x;
+  else if constexpr (is_b<To>) return x != From(0);
+  else if constexpr (is_f<From> && std::is_integral_v<To>) {
+    if (x != x) return To(0);
+    if (x <= static_cast<From>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (x >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(x);
+  } else if constexpr (std::is_integral_v<From> && std::is_integral_v<To> && !is_b<From>) {
+    return static_cast<To>(static_cast<U<To>>(static_cast<uint64_t>(x)));
+  } else return static_cast<To>(x);
+}
+template <class To, class From> inline To bitcast(From x) {
+  static_assert(sizeof(To) == sizeof(From), "bitcast_convert of one width");
+  To t;
+  std::memcpy(&t, &x, sizeof t);
+  return t;
+}
+inline long clampi(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
+template <class T> inline long idx(T v) {
+  if constexpr (std::is_unsigned_v<T>) return v > static_cast<unsigned long>(std::numeric_limits<long>::max()) ? std::numeric_limits<long>::max() : static_cast<long>(v);
+  else return static_cast<long>(v);
+}
+// A stable merge sort of idx[0..n) by less(a, b): any comparator, even one
+// that is not a strict weak order, ends in some permutation (std::sort may
+// run off the array then).
+template <class F> void msort(long* idx, long* tmp, long n, F&& less) {
+  for (long w = 1; w < n; w *= 2) {
+    for (long lo = 0; lo < n; lo += 2 * w) {
+      long mid = std::min(lo + w, n), hi = std::min(lo + 2 * w, n), i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) tmp[k++] = less(idx[j], idx[i]) ? idx[j++] : idx[i++];
+      while (i < mid) tmp[k++] = idx[i++];
+      while (j < hi) tmp[k++] = idx[j++];
+    }
+    std::memcpy(idx, tmp, sizeof(long) * n);
+  }
+}
+
+}  // namespace
+)CXX";
+
+}  // namespace pjrtx::backend::loops

@@ -1,0 +1,116 @@
+#include "backend/mlx/loops/host_loop.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/mlx/dtype.h"
+#include "backend/mlx/host_kernel.h"
+#include "backend/mlx/loops/cxx_build.h"
+#include "backend/mlx/loops/emit_cxx.h"
+#include "common/env.h"
+#include "common/error.h"
+#include "common/profile.h"
+#include "common/trace.h"
+
+namespace pjrtx::backend::loops {
+
+namespace {
+
+// Elements per op and iteration up to which a loop is latency-bound
+// (README, "Loops"): MLX's CPU device spends ~3-8 us per primitive, the
+// host engine ~0.5-1 ns per element; a GPU spends more per launch and per
+// predicate read.
+int64_t work_bound(bool gpu) {
+  std::string v = env_string("PJRTX_LOOP_WORK");
+  if (!v.empty()) {
+    char* end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    if (!end || *end || n < 0)
+      invalid_argument("pjrtx: PJRTX_LOOP_WORK must be a non-negative integer, got '", v, "'");
+    return n;
+  }
+  return gpu ? 65536 : 8192;
+}
+
+void decide(const compiler::Instruction& inst, const char* where, const std::string& why) {
+  if (trace_enabled()) trace(std::string("loop ") + where, 0, 0, why + " " + inst.loc);
+  if (profile_enabled())
+    profile_event("compile", std::string("loop placement: ") + where, profile_now_us(), 0,
+                  {{"reason", why}, {"loc", inst.loc}});
+}
+
+}  // namespace
+
+std::optional<Kernel> place_while(LowerCtx& ctx) {
+  const compiler::Instruction& inst = ctx.inst();
+  const LoopMode mode = ctx.loop_mode();
+  if (mode == LoopMode::kMlx) {
+    decide(inst, "mlx", "PJRTX_LOOPS=mlx");
+    return std::nullopt;
+  }
+  std::string why;
+  std::optional<LoopSource> src = emit_loop(ctx.plan(), inst, &why);
+  if (!src) {
+    decide(inst, "mlx", "the host engine lacks " + why);
+    return std::nullopt;
+  }
+  const int64_t bound = work_bound(ctx.on_gpu());
+  const int64_t per_op = src->work / std::max<int64_t>(src->ops, 1);
+  const std::string figures = "work=" + std::to_string(src->work) + " ops=" + std::to_string(src->ops) +
+                              " bound=" + std::to_string(bound) + "/op";
+  if (mode == LoopMode::kAuto && per_op > bound) {
+    decide(inst, "mlx", "not latency-bound: " + figures);
+    return std::nullopt;
+  }
+  if (std::string dir = env_string("PJRTX_DUMP_DIR"); !dir.empty()) {
+    static std::atomic<int> seq{0};
+    std::ofstream(dir + "/host_loop." + std::to_string(seq++) + ".cc") << "// " << inst.where() << "\n"
+                                                                       << src->code;
+  }
+  BuiltLoop built;
+  {
+    ProfileScope span("compile", "host loop: build");
+    built = build_loop(src->code, src->symbol);
+  }
+  if (!built.fn) {
+    decide(inst, "mlx", "the host compiler failed: " + built.error);
+    return std::nullopt;
+  }
+  decide(inst, "host",
+         (mode == LoopMode::kHost ? std::string("PJRTX_LOOPS=host ") : std::string("latency-bound ")) + figures +
+             (built.cached ? " cached" : " compile_us=" + std::to_string(built.compile_us)));
+  std::vector<mx::Shape> shapes;
+  std::vector<mx::Dtype> dtypes;
+  for (size_t i = 0; i < ctx.num_out(); ++i) {
+    shapes.push_back(to_mlx_shape(ctx.out(i).shape));
+    dtypes.push_back(to_mlx(ctx.out(i).dtype));
+  }
+  auto captured = std::make_shared<const std::vector<compiler::ValueId>>(std::move(src->captured));
+  HostLoopFn fn = built.fn;
+  std::string loc = inst.where();
+  return Kernel([fn, captured, shapes, dtypes, loc](RunState& st, const Arrays& in) -> Arrays {
+    if (st.batched)
+      unimplemented("pjrtx: ", loc, " runs on the host (PJRTX_LOOPS) inside a batched region; set PJRTX_LOOPS=mlx");
+    Arrays ins(in.begin(), in.end());
+    for (compiler::ValueId v : *captured) {
+      if (v < 0 || static_cast<size_t>(v) >= st.slots.size() || !st.slots[v])
+        throw_error(ErrorCode::kInternal, "pjrtx: ", loc, ": host loop input %", v, " has no value");
+      ins.push_back(*st.slots[v]);
+    }
+    return host_kernel("pjrtx_host_loop", ins, shapes, dtypes, [fn, loc](const Arrays& i, Arrays& o) {
+      ProfileScope span("run", "host loop");
+      std::vector<const void*> ip(i.size());
+      std::vector<void*> op(o.size());
+      for (size_t k = 0; k < i.size(); ++k) ip[k] = i[k].data<void>();
+      for (size_t k = 0; k < o.size(); ++k) op[k] = o[k].data<void>();
+      if (fn(ip.data(), op.data()) != 0)
+        throw std::runtime_error("pjrtx: " + loc + ": the host loop ran out of memory");
+    });
+  });
+}
+
+}  // namespace pjrtx::backend::loops

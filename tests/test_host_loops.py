@@ -1,0 +1,380 @@
+"""Loops as compiled host code (csrc/backend/mlx/loops/) against XLA:CPU.
+
+A latency-bound while loop runs whole as C++ built by the system compiler,
+with its own copy of every op's semantics; these tests hold that copy to
+XLA:CPU on loops of every kind the engine takes: counted and data-dependent,
+nested, a switch in a loop, a scan with stacked outputs, buffers updated at
+traced indices, gathers and scatters with indices out of range, sorts, dots,
+integer edge cases, float64/int64, RNG, captured arrays and donated state.
+Each runs with PJRTX_LOOPS=host (the engine forced) and auto (the
+placement's choice), three times (the third replays).
+
+Bodies are contracting or exactly rounded: a chaotic loop diverges between
+any two correct backends (XLA:CPU compiled with two option sets gives two
+answers). Integer and data-movement bodies, and float bodies whose products
+are exact, are compared bit for bit. XLA:CPU contracts a * b + c into one
+FMA where pjrtx (like MLX and the StableHLO spec) rounds each op, and its
+transcendental functions are its own approximations, not libm's: bodies
+with inexact multiply-adds or transcendentals are compared within a bound
+derived from the map's contraction (a rounding apart per step, shrinking
+by the map's slope).
+
+The placement tests read PJRTX_TRACE's "loop host" / "loop mlx" lines of a
+child process: a training step scanned over batches must stay on MLX.
+
+The generated programs of test_host_differential.py also run in loop bodies
+under PJRTX_LOOPS=host.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+os.environ.setdefault("JAX_PLATFORMS", "pjrtx,cpu")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jax import lax  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(device, f, args, donate=()):
+    placed = [jax.device_put(a, device) for a in args]
+    jf = jax.jit(f, donate_argnums=donate)
+    outs = []
+    for _ in range(3):
+        # Donated arguments are consumed: each run gets fresh copies.
+        call = [jax.device_put(a, device) for a in args] if donate else placed
+        outs.append([np.asarray(o) for o in jax.tree_util.tree_leaves(jf(*call))])
+    return outs
+
+
+def _fresh(f):
+    """A new function object, so neither JAX's nor pjrtx's caches are shared
+    between the settings compared."""
+    def g(*a):
+        return f(*a)
+    return g
+
+
+def check(f, *args, rtol=0.0, atol=0.0, donate=(), modes=("host", "auto")):
+    want = _run(jax.devices("cpu")[0], _fresh(f), args, donate)[0]
+    old = os.environ.get("PJRTX_LOOPS")
+    try:
+        for mode in modes:
+            os.environ["PJRTX_LOOPS"] = mode
+            for run_no, got in enumerate(_run(jax.devices("pjrtx")[0], _fresh(f), args, donate), 1):
+                assert len(got) == len(want)
+                for k, (g, w) in enumerate(zip(got, want)):
+                    assert g.dtype == w.dtype and g.shape == w.shape, (mode, k, g.dtype, w.dtype)
+                    if rtol == 0 and atol == 0:
+                        same = np.array_equal(g, w, equal_nan=(g.dtype.kind == "f"))
+                        assert same, f"PJRTX_LOOPS={mode} run {run_no} output {k}: {g} != {w}"
+                    else:
+                        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol,
+                                                   err_msg=f"PJRTX_LOOPS={mode} run {run_no} output {k}")
+    finally:
+        if old is None:
+            os.environ.pop("PJRTX_LOOPS", None)
+        else:
+            os.environ["PJRTX_LOOPS"] = old
+
+
+# ---------------------------------------------------------------- counted loops
+
+def test_buffer_loop_reads_and_writes_at_traced_indices():
+    n, stride = 64, 7919
+
+    def f(xs):
+        def body(i, xs):
+            return xs.at[i % n].set(xs[(i * stride) % n] * 0.5 + 1.0)
+        return lax.fori_loop(0, 1000, body, xs)
+    check(f, np.linspace(-1, 1, n, dtype=np.float32))
+
+
+def test_scan_with_stacked_outputs_and_carry():
+    def f(xs, c0):
+        def step(c, x):
+            c = c * 0.5 + x
+            return c, (c * 2.0, jnp.int32(1) + x.astype(jnp.int32))
+        return lax.scan(step, c0, xs)
+    check(f, np.arange(40, dtype=np.float32).reshape(10, 4) - 7.25, np.zeros(4, np.float32))
+
+
+def test_reverse_scan_and_unrolled_scan():
+    def f(xs):
+        a = lax.scan(lambda c, x: (c + x, c * x), 0.0, xs, reverse=True)
+        b = lax.scan(lambda c, x: (c * 0.5 + x, c), 1.0, xs, unroll=3)
+        return a, b
+    check(f, np.linspace(-2, 2, 11, dtype=np.float32))
+
+
+def test_zero_and_one_trip_loops():
+    def f(x, n):
+        a = lax.fori_loop(0, 0, lambda i, c: c + 1.0, x)
+        b = lax.fori_loop(0, 1, lambda i, c: c * 3.0, x)
+        c = lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))
+        return a, b, c
+    check(f, np.float32(1.5), np.int32(0))
+    check(f, np.float32(1.5), np.int32(5))
+
+
+# ---------------------------------------------------------------- data-dependent loops
+
+def test_newton_while_with_float_predicate():
+    def f(a):
+        def cond(s):
+            x, it = s
+            return (jnp.abs(x * x - a) > 1e-6 * a) & (it < 100)
+
+        def body(s):
+            x, it = s
+            return 0.5 * (x + a / x), it + 1
+        return lax.while_loop(cond, body, (a, 0))
+    # XLA:CPU contracts x * x - a into one FMA (pjrtx, like MLX and the
+    # StableHLO spec, rounds each op), so the test can flip one iteration
+    # near convergence, where a step moves x by less than 1e-6 / 2 of it.
+    check(f, np.float32(2.0), rtol=1e-6)
+    check(f, np.float32(1e6), rtol=1e-6)
+
+
+def test_vmapped_newton_root_find():
+    def f(a):
+        def one(a):
+            return lax.while_loop(lambda s: (jnp.abs(s[0] * s[0] - a) > 1e-5 * a) & (s[1] < 50),
+                                  lambda s: (0.5 * (s[0] + a / s[0]), s[1] + 1), (a, 0))
+        return jax.vmap(one)(a)
+    # As above: a lane may stop one converged iteration apart.
+    check(f, np.linspace(0.5, 50, 16, dtype=np.float32), rtol=1e-5)
+
+
+def test_collatz_integer_while():
+    def f(n):
+        def body(s):
+            x, steps = s
+            return jnp.where(x % 2 == 0, x // 2, 3 * x + 1), steps + 1
+        return lax.while_loop(lambda s: s[0] != 1, body, (n, 0))
+    check(f, np.int32(27))
+
+
+# ---------------------------------------------------------------- nesting and branches
+
+def test_nested_loops_and_switch_in_a_loop():
+    def f(x):
+        def inner(j, c):
+            return c * 0.5 + j.astype(jnp.float32)
+
+        def body(i, c):
+            c = lax.fori_loop(0, i % 4, inner, c)
+            return lax.switch(i % 3, [lambda c: c + 1.0, lambda c: c * 0.25, lambda c: -c], c)
+        return lax.fori_loop(0, 30, body, x)
+    check(f, np.array([1.0, -2.0, 3.5], np.float32))
+
+
+def test_cond_with_out_of_range_switch_index():
+    def f(x, k):
+        def body(i, c):
+            return lax.switch(k + i, [lambda c: c + 1, lambda c: c * 2, lambda c: c - 3], c)
+        return lax.fori_loop(0, 5, body, x)
+    for k in (-7, 0, 1, 9):
+        check(f, np.int32(3), np.int32(k))
+
+
+def test_while_inside_cond_inside_while():
+    def f(x):
+        def body(s):
+            i, c = s
+            c = lax.cond(c > 10.0, lambda c: lax.while_loop(lambda d: d > 1.0, lambda d: d * 0.5, c),
+                         lambda c: c * 3.0, c)
+            return i + 1, c
+        return lax.while_loop(lambda s: s[0] < 20, body, (0, x))
+    check(f, np.float32(0.7))
+
+
+# ---------------------------------------------------------------- indexing
+
+def test_gather_scatter_and_dynamic_slices_out_of_range():
+    def f(xs, idx):
+        def body(i, s):
+            xs, acc = s
+            j = idx[i % idx.shape[0]]
+            # Out-of-range: the gather clamps, the scatter drops (JAX's modes).
+            acc = acc + xs[j] + lax.dynamic_slice(xs, (j - 2,), (3,)).sum()
+            xs = xs.at[j].add(1.0).at[jnp.array([j, j + 1])].multiply(0.5)
+            xs = lax.dynamic_update_slice(xs, jnp.array([acc, -acc]) * 0.125, (j + 3,))
+            return xs, acc
+        return lax.fori_loop(0, 40, body, (xs, jnp.float32(0)))
+    check(f, np.linspace(0, 1, 12, dtype=np.float32), np.array([0, 5, 11, -3, 14, 7, 100], np.int32))
+
+
+def test_sort_argmax_and_matvec_in_a_loop():
+    def f(m, v):
+        def body(i, s):
+            v, ks = s
+            v = jnp.tanh(m @ v) * 0.5
+            order = jnp.argsort(v)
+            return jnp.sort(v)[order], ks.at[i].set(jnp.argmax(v))
+        return lax.fori_loop(0, 20, body, (v, jnp.zeros(20, jnp.int32)))
+    rng = np.random.default_rng(0)
+    # tanh(.) * 0.5 contracts: |d/dv| <= 0.5 * ||m|| < 1 with ||m||_2 < 2.
+    m = (rng.standard_normal((6, 6)) / 6).astype(np.float32)
+    v = rng.standard_normal(6).astype(np.float32)
+    check(f, m, v, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- semantics at the edges
+
+def test_integer_edges_in_a_loop():
+    def f(a, b):
+        def body(i, s):
+            a, b, acc = s
+            q = lax.div(a, b)            # b = 0 and INT_MIN / -1 included
+            r = lax.rem(a, b)
+            k = i.astype(a.dtype)  # counts up to 63: past every width here
+            sh = lax.shift_left(a, k) ^ lax.shift_right_arithmetic(a, k * 9) ^ lax.shift_right_logical(a, k * 5)
+            return jnp.roll(a, 1), jnp.roll(b, -1), acc + q + r + sh
+        return lax.fori_loop(0, 8, body, (a, b, jnp.zeros_like(a)))
+    i32 = np.iinfo(np.int32)
+    a = np.array([7, -7, i32.min, i32.max, 0, 1, -1, 12345], np.int32)
+    b = np.array([0, 2, -1, -3, 0, -1, 5, 0], np.int32)
+    check(f, a, b)
+    check(f, a.astype(np.uint32), b.astype(np.uint32))
+    check(f, a.astype(np.int8), b.astype(np.int8))
+
+
+def test_float_edges_and_converts_in_a_loop():
+    def f(x):
+        def body(i, s):
+            x, acc_i, acc_u, acc_f = s
+            x = jnp.roll(x, 1)
+            return (x, acc_i + x.astype(jnp.int32), acc_u ^ x.astype(jnp.uint8),
+                    jnp.maximum(acc_f, x) + jnp.minimum(x, 0.0) * 0.0)
+        z = jnp.zeros(x.shape, jnp.int32)
+        return lax.fori_loop(0, 9, body, (x, z, z.astype(jnp.uint8), jnp.full(x.shape, -1.0)))
+    x = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.5, -2.5, 0.0, -0.0], np.float32)
+    check(f, x)
+
+
+def test_x64_loops():
+    with jax.enable_x64(True):
+        def f(x, k):
+            def body(i, s):
+                x, k = s
+                return x * 0.75 + jnp.sqrt(jnp.abs(x)) * 1e-3, k * 6364136223846793005 + 1442695040888963407
+            return lax.fori_loop(0, 200, body, (x, k))
+        # x -> 0.75 x + 1e-3 sqrt|x| contracts to 1.6e-5 (slope 0.875 there);
+        # XLA:CPU fuses the multiply-add into an FMA, one rounding apart per
+        # step: at most 1 ulp / (1 - 0.875) = 8 ulp in all. Integers: exact.
+        eps = np.finfo(np.float64).eps
+        check(f, np.linspace(-3, 3, 7), np.arange(7, dtype=np.uint64), rtol=16 * eps)
+        check(f, np.linspace(-3, 3, 7), np.arange(7, dtype=np.int64), rtol=16 * eps)
+
+
+def test_transcendental_contracting_body():
+    def f(x):
+        # x -> 0.5 cos(x) + 0.1 exp(-x^2) contracts (|d/dx| <= 0.5 + 0.09),
+        # so each step's few-ulp difference between libm and XLA's own
+        # kernels shrinks: the total stays within a few ulp / (1 - 0.59).
+        return lax.fori_loop(0, 100, lambda i, x: 0.5 * jnp.cos(x) + 0.1 * jnp.exp(-x * x), x)
+    check(f, np.linspace(-4, 4, 9, dtype=np.float32), rtol=8 * 4 * 1.2e-7 / 0.41, atol=1e-7)
+
+
+def test_threefry_random_in_a_loop():
+    def f(key):
+        def body(i, s):
+            key, acc = s
+            key, sub = jax.random.split(key)
+            return key, acc + jax.random.randint(sub, (4,), 0, 1000)
+        return lax.fori_loop(0, 50, body, (key, jnp.zeros(4, jnp.int32)))
+    check(f, jax.random.key_data(jax.random.PRNGKey(42)))
+
+
+# ---------------------------------------------------------------- captured values and donation
+
+def test_captured_array_and_donated_state():
+    w = np.linspace(0.1, 0.9, 8, dtype=np.float32)
+
+    def f(x):
+        return lax.fori_loop(0, 25, lambda i, c: c * jnp.asarray(w) + 1.0, x)
+    # c -> w c + 1 contracts by w <= 0.9; an FMA on XLA's side is one
+    # rounding apart per step: at most 1 ulp / (1 - 0.9) = 10 ulp.
+    check(f, np.ones(8, np.float32), donate=(0,), rtol=20 * np.finfo(np.float32).eps)
+
+
+# ---------------------------------------------------------------- placement
+
+def _trace_of(program: str, env: dict) -> str:
+    code = textwrap.dedent("""
+        import jax, jax.numpy as jnp, numpy as np
+        from jax import lax
+    """) + textwrap.dedent(program)
+    full = dict(os.environ, PJRTX_TRACE="1", JAX_PLATFORMS="pjrtx,cpu", **env)
+    full["PYTHONPATH"] = ROOT + os.pathsep + full.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stderr
+
+
+SMALL_LOOP = """
+    f = jax.jit(lambda x: lax.fori_loop(0, 100, lambda i, c: c * 0.5 + 1.0, x))
+    print(np.asarray(f(jnp.ones(16))))
+"""
+
+TRAINING_SCAN = """
+    # A training step (an MLP layer on a 128-row batch) scanned over batches.
+    def step(w, batch):
+        def loss(w):
+            return jnp.mean(jnp.tanh(batch @ w) ** 2)
+        return w - 0.01 * jax.grad(loss)(w), loss(w)
+    w = jnp.ones((256, 256)) * 0.01
+    xs = jnp.ones((4, 128, 256))
+    out = jax.jit(lambda w, xs: lax.scan(step, w, xs))(w, xs)
+    print(np.asarray(out[1]))
+"""
+
+
+def _placements(stderr: str):
+    return [line for line in stderr.splitlines() if "] loop " in line]
+
+
+def test_a_small_loop_runs_on_the_host_and_says_why():
+    lines = _placements(_trace_of(SMALL_LOOP, {"PJRTX_LOOPS": "auto"}))
+    assert lines and all("loop host" in ln and "latency-bound" in ln for ln in lines), lines
+
+
+def test_a_training_step_scanned_over_batches_stays_on_mlx():
+    lines = _placements(_trace_of(TRAINING_SCAN, {"PJRTX_LOOPS": "auto"}))
+    assert lines and all("loop mlx" in ln and "not latency-bound" in ln for ln in lines), lines
+
+
+def test_pjrtx_loops_forces_either_way():
+    assert all("loop mlx" in ln and "PJRTX_LOOPS=mlx" in ln
+               for ln in _placements(_trace_of(SMALL_LOOP, {"PJRTX_LOOPS": "mlx"})))
+    lines = _placements(_trace_of(TRAINING_SCAN, {"PJRTX_LOOPS": "host"}))
+    assert lines and all("loop host" in ln for ln in lines), lines
+
+
+def test_a_loop_with_a_host_callback_stays_on_mlx_and_names_the_op():
+    prog = """
+        def body(i, c):
+            jax.debug.callback(lambda v: None, c)
+            return c + 1.0
+        print(np.asarray(jax.jit(lambda x: lax.fori_loop(0, 3, body, x))(jnp.ones(2))))
+    """
+    lines = _placements(_trace_of(prog, {"PJRTX_LOOPS": "host"}))
+    assert lines and all("loop mlx" in ln and "custom_call" in ln for ln in lines), lines
+
+
+def test_a_bad_pjrtx_loops_value_is_a_clear_error():
+    code = ("import jax, jax.numpy as jnp\n"
+            "jax.jit(lambda x: x + 1)(jnp.ones(2))\n")
+    env = dict(os.environ, JAX_PLATFORMS="pjrtx", PJRTX_LOOPS="fast")
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "PJRTX_LOOPS must be 'auto', 'host' or 'mlx', got 'fast'" in r.stderr
