@@ -1,15 +1,27 @@
-"""Our PJRT C API declaration (csrc/pjrt/c_api.h, version 0.112) against an
+"""Our PJRT C API declaration (csrc/pjrt/pjrt_c_api.h, version 0.112) against an
 independent description of the ABI: pypjrt's ctypes tables for 0.114, which
 pypjrt generates with libclang from the upstream headers.
 
-The extension reports layouts computed by the compiler from our header
-(offsetof/sizeof), so this compares what the plugin is really built with.
+The layouts come from tests/pjrt_abi_layout.cc, which computes them with the
+compiler from our header (offsetof/sizeof). It is test-only code, so the
+extension does not ship it: this module compiles it with the system C++
+compiler into a small shared library (cached in a temporary folder, keyed by
+the sources) and reads its table through ctypes. The C ABI is the platform's,
+so these are the layouts the plugin is built with; test_plugin_table_size
+checks that against the table the built plugin hands jaxlib.
 0.112 and 0.114 differ in exactly the places listed under "Known differences"
 below; everything else must match field for field.
 """
 
 import ctypes
+import hashlib
+import json
+import os
+import pathlib
 import re
+import shutil
+import subprocess
+import tempfile
 
 import pytest
 
@@ -43,9 +55,53 @@ BUFFER_TYPES_ADDED_AFTER_0_112 = {
 
 # --- Our side ---------------------------------------------------------------
 
-OURS = {s["name"]: s for s in _pjrtx.abi_layouts()}
-OUR_SLOTS = list(_pjrtx.abi_slot_names())
-OUR_ENUMS = dict(_pjrtx.abi_enums())
+REPO = pathlib.Path(__file__).resolve().parent.parent
+LAYOUT_SOURCE = REPO / "tests" / "pjrt_abi_layout.cc"
+C_API_HEADER = REPO / "csrc" / "pjrt" / "pjrt_c_api.h"
+
+
+def _compiler():
+    for cxx in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if cxx and shutil.which(cxx):
+            return shutil.which(cxx)
+    raise RuntimeError("test_pjrt_abi needs a C++ compiler (c++, g++ or clang++, or $CXX) "
+                       "to build tests/pjrt_abi_layout.cc")
+
+
+def _layout_library():
+    """tests/pjrt_abi_layout.cc built as a shared library, reused while the
+    sources and the compiler stay the same."""
+    cxx = _compiler()
+    key = hashlib.sha256()
+    for part in (LAYOUT_SOURCE.read_bytes(), C_API_HEADER.read_bytes(), cxx.encode()):
+        key.update(part)
+    folder = pathlib.Path(tempfile.gettempdir()) / f"pjrtx-abi-layout-{key.hexdigest()[:16]}"
+    lib = folder / "libpjrtx_abi_layout.so"
+    if not lib.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        # Build under a private name, then rename: concurrent test workers
+        # never load a half-written file.
+        partial = folder / f"build-{os.getpid()}.so"
+        cmd = [cxx, "-std=c++20", "-shared", "-fPIC", "-O0", f"-I{REPO / 'csrc'}",
+               str(LAYOUT_SOURCE), "-o", str(partial)]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"building the ABI layout table failed: {' '.join(cmd)}\n"
+                               f"{run.stdout}{run.stderr}")
+        os.replace(partial, lib)
+    return lib
+
+
+def _layout_tables():
+    lib = ctypes.CDLL(str(_layout_library()))
+    lib.pjrtx_abi_layout_json.restype = ctypes.c_char_p
+    return json.loads(lib.pjrtx_abi_layout_json())
+
+
+_TABLES = _layout_tables()
+OURS = {s["name"]: s for s in _TABLES["layouts"]}
+OUR_SLOTS = list(_TABLES["slots"])
+OUR_ENUMS = dict(_TABLES["enums"])
 
 
 # --- Oracle side ------------------------------------------------------------
@@ -121,6 +177,21 @@ def field_diff(name, ours, theirs):
 
 def test_version_is_0_112():
     assert tuple(_pjrtx.abi_version()) == (0, 112)
+
+
+def test_plugin_table_size():
+    """The PJRT_Api table the built plugin hands jaxlib has the struct_size
+    and version the layout table computes from the same header."""
+    plugin = ctypes.CDLL(_pjrtx.__file__)
+    plugin.GetPjrtApi.restype = ctypes.c_void_p
+    api = plugin.GetPjrtApi()
+    fields = {f[0]: f for f in OURS["PJRT_Api"]["fields"]}
+    assert ctypes.c_size_t.from_address(api).value == OURS["PJRT_Api"]["struct_size"]
+    version = api + fields["pjrt_api_version"][1]
+    version_fields = {f[0]: f for f in OURS["PJRT_Api_Version"]["fields"]}
+    major = ctypes.c_int.from_address(version + version_fields["major_version"][1]).value
+    minor = ctypes.c_int.from_address(version + version_fields["minor_version"][1]).value
+    assert (major, minor) == tuple(_pjrtx.abi_version()) == (0, 112)
 
 
 def test_slot_names_match_oracle_in_order():

@@ -1,4 +1,4 @@
-// The exception type every layer below csrc/pjrt throws. csrc/pjrt/error.cc is
+// The exception type every layer below csrc/pjrt throws. csrc/pjrt/pjrt_error.cc is
 // the one place where it (and any std::exception) becomes a PJRT_Error.
 // Messages start with what failed, e.g.
 //   "[stablehlo.dot_general] lhs batching dims (0) != rhs (1): f32[2,3] x f32[3,2]".

@@ -2,7 +2,7 @@
 
 #include <mlx/array.h>
 
-#include "runtime/client.h"
+#include "runtime/device.h"
 
 namespace pjrtx::runtime {
 

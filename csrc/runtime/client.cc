@@ -16,7 +16,7 @@
 
 #include <mlx/array.h>
 
-#include "backend/mlx/device.h"
+#include "backend/mlx/mlx_device.h"
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/process_group.h"
 #include "backend/mlx/program.h"
@@ -51,63 +51,6 @@ FrontendFn& frontend() {
 void set_frontend(FrontendFn fn) {
   std::lock_guard<std::mutex> lock(g_frontend_mu);
   frontend() = std::move(fn);
-}
-
-std::string_view memory_kind_name(MemoryKind k) {
-  switch (k) {
-    case MemoryKind::kDevice: return "device";
-    case MemoryKind::kPinnedHost: return "pinned_host";
-    case MemoryKind::kUnpinnedHost: return "unpinned_host";
-  }
-  return "device";
-}
-
-std::string Memory::debug_string() const {
-  return "PjrtxMemory(id=" + std::to_string(id_) + ", kind=" + std::string(kind()) +
-         ", device=" + std::to_string(device_->id()) + ")";
-}
-std::string Memory::to_string() const {
-  return "PjrtxMemory(id=" + std::to_string(id_) + ", kind=" + std::string(kind()) + ")";
-}
-
-// Memory ids are unique over the client: device d holds ids 3d, 3d+1, 3d+2.
-Device::Device(int id, Client* client, std::string kind, Executor* executor, int process_index,
-               int local_id)
-    : id_(id),
-      client_(client),
-      kind_(std::move(kind)),
-      executor_(executor),
-      process_index_(process_index),
-      local_id_(local_id < 0 ? id : local_id) {
-  for (int k = 0; k < kNumMemoryKinds; ++k)
-    memories_.push_back(
-        std::make_unique<Memory>(id * kNumMemoryKinds + k, static_cast<MemoryKind>(k), this));
-}
-
-Executor& Device::executor() const {
-  if (executor_ == nullptr)
-    invalid_argument("pjrtx: ", to_string(), " belongs to process ", process_index_,
-                     "; this process can only run on and transfer to its own devices");
-  return *executor_;
-}
-
-Memory* Device::memory(std::string_view name) const {
-  if (name.empty()) return default_memory();
-  for (const auto& m : memories_)
-    if (m->kind() == name) return m.get();
-  invalid_argument("pjrtx: no memory of kind '", name, "' on ", to_string(),
-                   " (kinds: device, pinned_host, unpinned_host)");
-}
-
-std::vector<Memory*> Device::memories() const {
-  std::vector<Memory*> out;
-  for (const auto& m : memories_) out.push_back(m.get());
-  return out;
-}
-
-std::string Device::debug_string() const { return "pjrtx:" + std::to_string(id_); }
-std::string Device::to_string() const {
-  return "PjrtxDevice(id=" + std::to_string(id_) + ", kind='" + kind_ + "')";
 }
 
 namespace {
@@ -546,7 +489,7 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
     compiled = lower(std::move(plan), key, assignment);
     cache_.insert(key, compiled);
   }
-  auto exe = std::make_shared<LoadedExecutable>(this, compiled);
+  auto exe = std::make_shared<LoadedExecutable>(link(*compiled), compiled);
   if (prof.active()) {
     prof.set_name(std::string(hit ? "compile (cached) " : "compile ") + compiled->plan->name);
     prof.arg("instructions", static_cast<int64_t>(compiled->plan->num_instructions()));
@@ -556,6 +499,16 @@ std::shared_ptr<LoadedExecutable> Client::compile(std::string_view code, std::st
           static_cast<int64_t>(code.size()), sw.us(),
           "instructions=" + std::to_string(compiled->plan->num_instructions()));
   return exe;
+}
+
+ClientLink Client::link(const CompiledProgram& compiled) {
+  ClientLink l;
+  l.client = this;
+  for (int id : compiled.assignment.device_ids) l.devices.push_back(lookup_device(id));
+  l.launch_mu = &launch_mu_;
+  l.process_index = process_index_;
+  l.process_count = process_count_;
+  return l;
 }
 
 std::string Client::serialize(const LoadedExecutable& exe) const {
@@ -584,7 +537,7 @@ std::shared_ptr<LoadedExecutable> Client::deserialize(std::string_view bytes,
     cache_.insert(key, compiled);
   }
   count_deserialized();
-  auto exe = std::make_shared<LoadedExecutable>(this, compiled);
+  auto exe = std::make_shared<LoadedExecutable>(link(*compiled), compiled);
   if (trace_enabled())
     trace("deserialize " + compiled->plan->name, static_cast<int64_t>(bytes.size()), sw.us(),
           "instructions=" + std::to_string(compiled->plan->num_instructions()));

@@ -5,7 +5,7 @@
 
 #include "backend/mlx/async_eval.h"
 #include "backend/mlx/collective_run.h"
-#include "backend/mlx/device.h"
+#include "backend/mlx/mlx_device.h"
 #include "backend/mlx/graph_stats.h"
 #include "backend/mlx/program.h"
 #include "backend/mlx/transfer.h"
@@ -14,6 +14,7 @@
 #include "common/profile.h"
 #include "common/spin.h"
 #include "common/trace.h"
+#include "runtime/executor.h"
 
 namespace pjrtx::runtime {
 
@@ -39,14 +40,19 @@ std::chrono::milliseconds collective_timeout() {
 }
 }  // namespace
 
-LoadedExecutable::LoadedExecutable(Client* client, std::shared_ptr<const CompiledProgram> compiled)
-    : client_(client), compiled_(std::move(compiled)), plan_(compiled_->plan) {
+LoadedExecutable::LoadedExecutable(ClientLink link, std::shared_ptr<const CompiledProgram> compiled)
+    : client_(link.client),
+      launch_mu_(link.launch_mu),
+      process_index_(link.process_index),
+      process_count_(link.process_count),
+      compiled_(std::move(compiled)),
+      plan_(compiled_->plan) {
   const auto& f = plan_->entry_function();
   for (auto v : f.body.params) param_types_.push_back(plan_->type(v));
   output_types_ = f.result_types;
   donors_ = f.donors;
-  for (int id : compiled_->assignment.device_ids) {
-    devices_.push_back(client_->lookup_device(id));
+  for (Device* d : link.devices) {
+    devices_.push_back(d);
     last_wait_us_.push_back(std::make_shared<std::atomic<int64_t>>(int64_t{1} << 40));
     if (devices_.back()->is_addressable()) {
       local_.push_back(static_cast<int>(devices_.size()) - 1);
@@ -147,7 +153,7 @@ std::vector<LoadedExecutable::Result> LoadedExecutable::execute(
     // Every multi-device run of the client is posted to all its devices in
     // one order: two runs posted in different orders on two devices would
     // each wait in a collective for the other.
-    std::lock_guard<std::mutex> lock(client_->launch_mutex());
+    std::lock_guard<std::mutex> lock(*launch_mu_);
     for (size_t k = 0; k < local_.size(); ++k)
       results.push_back(launch(local_[k], std::move(uses[k]), collectives));
   }
@@ -166,13 +172,13 @@ backend::ProcessLayout LoadedExecutable::processes_layout() const {
   backend::ProcessLayout layout;
   layout.num_logical = static_cast<int>(devices_.size());
   layout.local = local_;
-  std::vector<std::vector<int>> by_process(client_->process_count());
+  std::vector<std::vector<int>> by_process(process_count_);
   for (size_t i = 0; i < devices_.size(); ++i)
     by_process.at(devices_[i]->process_index()).push_back(static_cast<int>(i));
-  for (int p = 0; p < client_->process_count(); ++p)
+  for (int p = 0; p < process_count_; ++p)
     if (by_process[p].size() != local_.size())
       invalid_argument("pjrtx: ", name(), " runs on ", by_process[p].size(), " device(s) of process ",
-                       p, " and ", local_.size(), " of process ", client_->process_index(),
+                       p, " and ", local_.size(), " of process ", process_index_,
                        ": a program that spans processes needs the same number of devices in "
                        "each of them (all of JAX's devices, as jax.devices() lists them)");
   for (const auto& ids : by_process) layout.rows.insert(layout.rows.end(), ids.begin(), ids.end());

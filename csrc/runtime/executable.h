@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "runtime/buffer.h"
-#include "runtime/client.h"
+#include "runtime/compile_cache.h"
+#include "runtime/device.h"
 
 namespace pjrtx::backend {
 class Program;
@@ -24,9 +25,23 @@ struct ProcessLayout;
 
 namespace pjrtx::runtime {
 
+class Client;
+
+// What an executable takes from the client that compiles it. The client
+// hands it over (client.h includes this header), so an executable never
+// calls back up into the client.
+struct ClientLink {
+  Client* client = nullptr;  // only handed back, by client()
+  // The assignment's devices in assignment order (other processes' too).
+  std::vector<Device*> devices;
+  // Client::launch_mutex(): held while a multi-device run is posted.
+  std::mutex* launch_mu = nullptr;
+  int process_index = 0, process_count = 1;
+};
+
 class LoadedExecutable {
  public:
-  LoadedExecutable(Client* client, std::shared_ptr<const CompiledProgram> compiled);
+  LoadedExecutable(ClientLink link, std::shared_ptr<const CompiledProgram> compiled);
   ~LoadedExecutable();
 
   Client* client() const { return client_; }
@@ -82,6 +97,8 @@ class LoadedExecutable {
                 std::shared_ptr<backend::CollectiveRun> collectives);
 
   Client* client_;
+  std::mutex* launch_mu_;
+  int process_index_, process_count_;
   std::shared_ptr<const CompiledProgram> compiled_;
   std::shared_ptr<const compiler::Plan> plan_;
   // Every device of the assignment (other processes' too), and the logical

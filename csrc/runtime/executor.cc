@@ -2,7 +2,7 @@
 
 
 #include "backend/mlx/async_eval.h"
-#include "backend/mlx/device.h"
+#include "backend/mlx/mlx_device.h"
 #include "backend/mlx/host_callback.h"
 #include "common/error.h"
 #include "common/profile.h"

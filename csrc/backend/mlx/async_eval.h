@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "backend/mlx/registry.h"
+#include "backend/mlx/arrays.h"
 
 namespace pjrtx::backend {
 

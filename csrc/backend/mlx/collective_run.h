@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/mlx/arrays.h"
 #include "backend/mlx/process_group.h"
-#include "backend/mlx/registry.h"
 
 namespace pjrtx::backend {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "backend/mlx/registry.h"
+#include "backend/mlx/arrays.h"
 #include "compiler/plan.h"
 #include "compiler/weak_pool.h"
 

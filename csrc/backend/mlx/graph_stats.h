@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "backend/mlx/registry.h"
+#include "backend/mlx/arrays.h"
 
 namespace pjrtx::backend {
 

@@ -1,4 +1,6 @@
 // Host forms of small f32/f64 arithmetic (host_small.h).
+#include "backend/mlx/host_float.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>

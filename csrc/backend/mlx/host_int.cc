@@ -1,5 +1,7 @@
 #include "backend/mlx/host_int.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "common/error.h"
@@ -159,6 +161,19 @@ Int128 apply(const compiler::Plan& plan, const Instruction& inst, const Int128* 
       throw Error(ErrorCode::kInternal, std::string("pjrtx: host integer op: unexpected ") +
                                             std::string(compiler::opcode_name(inst.op)));
   }
+}
+
+int64_t type_max(DType t) {
+  int bits = compiler::dtype_bits(t);
+  if (compiler::is_unsigned_int(t)) return bits >= 64 ? INT64_MAX : (int64_t{1} << bits) - 1;
+  return bits >= 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1;
+}
+
+int32_t clamp_index_value(Int128 x, DType t, int64_t hi) {
+  hi = std::max<int64_t>(hi, 0);
+  if (hi <= type_max(t) && x > hi) x = hi;
+  if (compiler::is_signed_int(t) && x < 0) x = 0;
+  return static_cast<int32_t>(x);
 }
 
 }  // namespace host_int

@@ -15,7 +15,7 @@
 #include <functional>
 #include <string>
 
-#include "backend/mlx/registry.h"
+#include "backend/mlx/arrays.h"
 
 namespace pjrtx::backend {
 

@@ -7,9 +7,9 @@
 #include <type_traits>
 
 #include "backend/mlx/dtype.h"
+#include "backend/mlx/host_float.h"
 #include "backend/mlx/host_int.h"
 #include "backend/mlx/host_small_detail.h"
-#include "backend/mlx/ops/indexing.h"
 
 namespace pjrtx::backend {
 
@@ -360,7 +360,7 @@ HostForm concatenate_kernel(const compiler::Plan& plan, const Instruction& inst)
 }
 
 // dynamic_slice of a small operand at computed starts, clamped as the
-// lowering clamps them (ops::clamp_index_value).
+// lowering clamps them (host_int::clamp_index_value).
 HostForm dynamic_slice_kernel(const compiler::Plan& plan, const Instruction& inst) {
   const TensorType out = plan.type(inst.results[0]);
   std::vector<TensorType> ins = operand_types(plan, inst);
@@ -381,9 +381,9 @@ HostForm dynamic_slice_kernel(const compiler::Plan& plan, const Instruction& ins
     if (!all_readable(in, ins)) return false;
     std::vector<int64_t> start(static_cast<size_t>(rank));
     for (int64_t d = 0; d < rank; ++d)
-      start[d] = ops::clamp_index_value(read_int_elem(in[static_cast<size_t>(d) + 1], 0),
-                                        ins[static_cast<size_t>(d) + 1].dtype,
-                                        ins[0].shape[d] - out.shape[d]);
+      start[d] = host_int::clamp_index_value(read_int_elem(in[static_cast<size_t>(d) + 1], 0),
+                                             ins[static_cast<size_t>(d) + 1].dtype,
+                                             ins[0].shape[d] - out.shape[d]);
     std::vector<size_t> src(static_cast<size_t>(out.num_elements()));
     for (size_t i = 0; i < src.size(); ++i) {
       int64_t o = 0;

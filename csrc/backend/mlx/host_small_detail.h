@@ -1,11 +1,13 @@
 // Helpers shared by host_small.cc and host_float.cc (not a public API):
-// reading and building the small computed arrays host forms work on.
+// reading and building the small computed arrays host forms work on. It
+// sits below host_small.h and host_float.h and includes neither.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "backend/mlx/host_int.h"
-#include "backend/mlx/host_small.h"
+#include "backend/mlx/region_program.h"
 
 namespace pjrtx::backend {
 
@@ -26,11 +28,5 @@ std::vector<compiler::TensorType> operand_types(const compiler::Plan& plan,
 std::vector<size_t> reduce_targets(const compiler::TensorType& in, const std::vector<int64_t>& axes,
                                    int64_t& count);
 }  // namespace host_detail
-
-// host_float.cc: the f32/f64 host forms (empty when `inst` has none).
-HostForm float_kernel(const compiler::Plan& plan, const compiler::Instruction& inst);
-// A float reduce whose body is `body` (add, maximum or minimum).
-HostForm float_reduce_kernel(const compiler::Plan& plan, const compiler::Instruction& inst,
-                             compiler::Opcode body);
 
 }  // namespace pjrtx::backend

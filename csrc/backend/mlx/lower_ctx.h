@@ -3,6 +3,9 @@
 // for, and a way to lower nested regions or called functions.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -10,11 +13,25 @@
 
 namespace pjrtx::backend {
 
-class Lowerer;
+// What a lowering may ask of the lowering of the whole program (Lowerer,
+// program.h, implements it): nested regions, called functions, the
+// constants lowered so far and the device. An interface here, so that
+// LowerCtx, the registry and the op families sit below program.h rather
+// than in a loop with it.
+class ProgramLowering {
+ public:
+  virtual ~ProgramLowering() = default;
+  virtual std::shared_ptr<const RegionProgram> lower_region(const compiler::Region& r) = 0;
+  // The region in the parts view (complex128.h).
+  virtual std::shared_ptr<const RegionProgram> lower_region_parts(const compiler::Region& r) = 0;
+  virtual std::shared_ptr<const RegionProgram> lower_function(const std::string& name) = 0;
+  virtual const std::map<compiler::ValueId, mx::array>& constants() const = 0;
+  virtual const DeviceContext& device() const = 0;
+};
 
 class LowerCtx {
  public:
-  LowerCtx(Lowerer& lowerer, const compiler::Plan& plan,
+  LowerCtx(ProgramLowering& lowerer, const compiler::Plan& plan,
            const compiler::Instruction& inst)
       : lowerer_(lowerer), plan_(plan), inst_(inst) {}
 
@@ -47,7 +64,7 @@ class LowerCtx {
   [[noreturn]] void fail_message(const std::string& msg) const;
 
  private:
-  Lowerer& lowerer_;
+  ProgramLowering& lowerer_;
   const compiler::Plan& plan_;
   const compiler::Instruction& inst_;
   std::vector<compiler::TensorType> parts_;  // operands then results, when set

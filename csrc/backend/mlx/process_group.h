@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/mlx/registry.h"
+#include "backend/mlx/arrays.h"
 
 namespace pjrtx::backend {
 

@@ -34,17 +34,20 @@ struct LowerOptions {
   DeviceContext device;
 };
 
-class Lowerer {
+// The lowering of one plan; each instruction's lowering reaches it through
+// LowerCtx as a ProgramLowering (lower_ctx.h).
+class Lowerer final : public ProgramLowering {
  public:
   explicit Lowerer(const compiler::Plan& plan, LowerOptions options = {})
       : plan_(plan), options_(options) {}
-  std::shared_ptr<const RegionProgram> lower_region(const compiler::Region& r);
+  std::shared_ptr<const RegionProgram> lower_region(const compiler::Region& r) override;
   // The region with every instruction in the parts view (complex128.h): its
   // c128 values are single f64 parts. For the bodies of ops that act on
   // each part (sums, scatter-adds), whose instructions only add or subtract.
-  std::shared_ptr<const RegionProgram> lower_region_parts(const compiler::Region& r);
-  std::shared_ptr<const RegionProgram> lower_function(const std::string& name);
-  const std::map<compiler::ValueId, mx::array>& constants() const { return constants_; }
+  std::shared_ptr<const RegionProgram> lower_region_parts(const compiler::Region& r) override;
+  std::shared_ptr<const RegionProgram> lower_function(const std::string& name) override;
+  const std::map<compiler::ValueId, mx::array>& constants() const override { return constants_; }
+  const DeviceContext& device() const override { return options_.device; }
   const LowerOptions& options() const { return options_; }
   // After the whole program is lowered: drops the folded values that no
   // run reads (intermediates of constant chains), so they are not held.

@@ -17,12 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/mlx/arrays.h"
 #include "compiler/plan.h"
 
 namespace pjrtx::backend {
-
-namespace mx = mlx::core;
-using Arrays = std::vector<mx::array>;
 
 class CollectiveRun;
 

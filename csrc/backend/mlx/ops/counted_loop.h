@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/mlx/host_int.h"
+#include "backend/mlx/loop_stats.h"
 #include "backend/mlx/registry.h"
 
 namespace pjrtx::backend {
@@ -63,19 +64,5 @@ std::optional<uint64_t> trip_count(LoopDir dir, Int128 init, Int128 bound, Int12
 Int128 read_int(const mx::array& a, compiler::DType dtype);
 // `v` wrapped to `dtype` (two's complement, as XLA's integer add) as a scalar.
 mx::array wrapped_scalar(Int128 v, compiler::DType dtype);
-
-// Process-wide counters of how while loops ran, for tests and tracing.
-struct LoopStats {
-  int64_t counted_runs = 0;        // loop entries that ran counted
-  int64_t counted_iterations = 0;  // body runs on the counted path
-  int64_t general_runs = 0;        // loop entries on the general path
-  int64_t general_iterations = 0;  // body runs on the general path
-  int64_t folded_iterations = 0;   // counted iterations with host-folded index arithmetic
-  int64_t host_steps = 0;          // steps computed on host values (host_small.h)
-};
-LoopStats loop_stats();
-void record_loop(bool counted, int64_t iterations);
-void record_folded(int64_t iterations);
-void record_host_step();
 
 }  // namespace pjrtx::backend

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "backend/mlx/dtype.h"
-#include "backend/mlx/ops/indexing.h"
 
 namespace pjrtx::backend {
 
@@ -288,7 +287,7 @@ Arrays HostFold::evaluate(const std::vector<Int128>& ivs) const {
     }
   }
   for (const Start& s : starts_) {
-    int32_t x = ops::clamp_index_value(v[s.value], s.dtype, s.hi);
+    int32_t x = host_int::clamp_index_value(v[s.value], s.dtype, s.hi);
     out.emplace_back(&x, mx::Shape{1}, mx::int32);
   }
   return out;

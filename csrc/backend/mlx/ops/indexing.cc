@@ -6,6 +6,7 @@
 #include "backend/mlx/ops/indexing.h"
 #include "backend/mlx/ops/scatter_in_place.h"
 
+#include "backend/mlx/host_int.h"
 #include "backend/mlx/host_small.h"
 #include "backend/mlx/ops/host_fold.h"
 
@@ -19,13 +20,8 @@ namespace pjrtx::backend {
 
 namespace ops {
 
-namespace {
-int64_t type_max(DType t) {
-  int bits = compiler::dtype_bits(t);
-  if (compiler::is_unsigned_int(t)) return bits >= 64 ? INT64_MAX : (int64_t{1} << bits) - 1;
-  return bits >= 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1;
-}
-}  // namespace
+using host_int::clamp_index_value;
+using host_int::type_max;
 
 namespace {
 // clamp_index on the host, for indices already computed there (a loop's
@@ -40,13 +36,6 @@ std::optional<mx::array> clamp_on_host(const mx::array& idx, DType t, int64_t hi
   return mx::array(out.begin(), shape != nullptr ? *shape : idx.shape(), mx::int32);
 }
 }  // namespace
-
-int32_t clamp_index_value(Int128 x, DType t, int64_t hi) {
-  hi = std::max<int64_t>(hi, 0);
-  if (hi <= type_max(t) && x > hi) x = hi;
-  if (compiler::is_signed_int(t) && x < 0) x = 0;
-  return static_cast<int32_t>(x);
-}
 
 mx::array clamp_index(const mx::array& idx, DType t, int64_t hi) {
   mx::Dtype dt = idx.dtype();

@@ -7,15 +7,10 @@
 
 #include <cstdint>
 
-#include "backend/mlx/host_int.h"
-
 namespace pjrtx::backend::ops {
 
-// clamp_index's answer for one index known on the host.
-int32_t clamp_index_value(Int128 x, DType t, int64_t hi);
-
-// idx (any integer type) clamped to [0, hi] and cast to int32. Comparing in
-// the index's own type keeps huge unsigned values from wrapping negative.
+// idx (any integer type) clamped to [0, hi] and cast to int32, by the rule
+// host_int::clamp_index_value states for one index known on the host.
 mx::array clamp_index(const mx::array& idx, DType t, int64_t hi);
 
 // Whether 0 <= idx <= hi, for an index of type t.

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "pjrt/entry_points.h"
-#include "pjrt/error.h"
-#include "pjrt/handles.h"
+#include "pjrt/pjrt_entry_points.h"
+#include "pjrt/pjrt_error.h"
+#include "pjrt/pjrt_handles.h"
 
 struct PJRT_Layouts_SerializedLayout {
   std::string bytes;

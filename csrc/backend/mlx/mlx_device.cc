@@ -1,4 +1,4 @@
-#include "backend/mlx/device.h"
+#include "backend/mlx/mlx_device.h"
 
 #include <cstdint>
 #include <mlx/backend/gpu/device_info.h>

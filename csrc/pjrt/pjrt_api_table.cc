@@ -3,8 +3,8 @@
 // get a stub returning UNIMPLEMENTED with the function's name.
 #include <string>
 
-#include "pjrt/entry_points.h"
-#include "pjrt/error.h"
+#include "pjrt/pjrt_entry_points.h"
+#include "pjrt/pjrt_error.h"
 
 namespace pjrtx::pjrt {
 

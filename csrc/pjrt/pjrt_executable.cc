@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <string>
 
-#include "pjrt/entry_points.h"
-#include "pjrt/error.h"
-#include "pjrt/handles.h"
+#include "pjrt/pjrt_entry_points.h"
+#include "pjrt/pjrt_error.h"
+#include "pjrt/pjrt_handles.h"
 
 // The bytes of one Serialize call, freed by the deleter jaxlib calls once it
 // has copied them.
@@ -296,7 +296,7 @@ PJRT_Error* LoadedExecutable_AddressableDeviceLogicalIds(
   });
 }
 
-// The serialized xla.DeviceAssignmentProto (pjrt/client.cc builds it).
+// The serialized xla.DeviceAssignmentProto (pjrt/pjrt_client.cc builds it).
 PJRT_Error* LoadedExecutable_GetDeviceAssignment(
     PJRT_LoadedExecutable_GetDeviceAssignment_Args* args) {
   return guard([&] {

@@ -1,7 +1,7 @@
 // PJRT_Event entry points over runtime::Event.
-#include "pjrt/entry_points.h"
-#include "pjrt/error.h"
-#include "pjrt/handles.h"
+#include "pjrt/pjrt_entry_points.h"
+#include "pjrt/pjrt_error.h"
+#include "pjrt/pjrt_handles.h"
 #include "common/spin.h"
 
 namespace pjrtx::pjrt {

@@ -1,9 +1,9 @@
 // Every PJRT entry point pjrtx implements, named after its slot without the
-// PJRT_ prefix. api_table.cc puts them into the table; every other slot gets
+// PJRT_ prefix. pjrt_api_table.cc puts them into the table; every other slot gets
 // a stub that returns UNIMPLEMENTED naming the function.
 #pragma once
 
-#include "pjrt/c_api.h"
+#include "pjrt/pjrt_c_api.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -68,9 +68,9 @@ PJRTX_IMPLEMENTED_SLOTS(PJRTX_DECLARE_ENTRY)
 void set_stablehlo_current_version(int64_t major, int64_t minor, int64_t patch);
 
 const PJRT_Api* api();
-// The plugin's extension chain: the Shardings extension (pjrt/executable.cc).
+// The plugin's extension chain: the Shardings extension (pjrt/pjrt_executable.cc).
 PJRT_Extension_Base* shardings_extension();
-// The Layouts extension (pjrt/layouts.cc), chained after the shardings one.
+// The Layouts extension (pjrt/pjrt_layouts.cc), chained after the shardings one.
 PJRT_Extension_Base* layouts_extension();
 std::unique_ptr<PJRT_Layouts_MemoryLayout> row_major_layout(size_t rank);
 

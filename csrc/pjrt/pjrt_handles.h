@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "pjrt/c_api.h"
+#include "pjrt/pjrt_c_api.h"
 #include "runtime/client.h"
 #include "runtime/executable.h"
 
@@ -71,7 +71,7 @@ struct PJRT_Buffer {
   std::vector<int64_t> minor_to_major;
 };
 
-// A layout the Layouts extension hands out (pjrt/layouts.cc): pjrtx arrays
+// A layout the Layouts extension hands out (pjrt/pjrt_layouts.cc): pjrtx arrays
 // are dense, so the order of dimensions says it all.
 struct PJRT_Layouts_MemoryLayout {
   std::vector<int64_t> minor_to_major;

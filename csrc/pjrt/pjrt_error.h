@@ -13,7 +13,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "pjrt/c_api.h"
+#include "pjrt/pjrt_c_api.h"
 
 namespace pjrtx::pjrt {
 

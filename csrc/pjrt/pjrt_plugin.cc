@@ -6,9 +6,9 @@
 #include <iterator>
 #include <string>
 
-#include "pjrt/entry_points.h"
-#include "pjrt/error.h"
-#include "pjrt/handles.h"
+#include "pjrt/pjrt_entry_points.h"
+#include "pjrt/pjrt_error.h"
+#include "pjrt/pjrt_handles.h"
 
 namespace pjrtx::pjrt {
 

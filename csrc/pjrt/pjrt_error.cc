@@ -1,8 +1,8 @@
-#include "pjrt/error.h"
+#include "pjrt/pjrt_error.h"
 
 #include <cstring>
 
-#include "pjrt/entry_points.h"
+#include "pjrt/pjrt_entry_points.h"
 
 // Since PJRT 0.107 jaxlib reads a PJRT_Error through its function table, so
 // every error we return starts with a real vtable.

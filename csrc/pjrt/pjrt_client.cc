@@ -2,9 +2,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "pjrt/entry_points.h"
-#include "pjrt/error.h"
-#include "pjrt/handles.h"
+#include "pjrt/pjrt_entry_points.h"
+#include "pjrt/pjrt_error.h"
+#include "pjrt/pjrt_handles.h"
 
 PJRT_Device* PJRT_Client::device_for(pjrtx::runtime::Device* d) const {
   for (PJRT_Device* p : devices)

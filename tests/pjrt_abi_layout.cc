@@ -1,17 +1,48 @@
-// The ABI layout table: every struct of c_api.h with its fields' offsets and
-// sizes, computed by the compiler from the declarations (offsetof/sizeof), so
-// the numbers cannot disagree with what the plugin is built with. The field
-// lists are checked against pypjrt's independent table by
-// tests/test_pjrt_abi.py, which also catches a field missing here.
+// The ABI layout table, for tests/test_pjrt_abi.py only: every struct of
+// our PJRT C API declaration (csrc/pjrt/pjrt_c_api.h) with its fields'
+// offsets and sizes, computed by the compiler from the declarations
+// (offsetof/sizeof), the PJRT_Api slot names and every enum. The test
+// compares them with pypjrt's independent table, which also catches a
+// field missing here.
+//
+// It is not part of the shipped extension: the test compiles this file
+// with the system C++ compiler into a small shared library (cached in a
+// temporary folder) and reads the table through ctypes as JSON. The C ABI
+// is the platform's, so the layouts are the ones the plugin is built with.
 
-#include "pjrt/abi_layout.h"
-
-#include "pjrt/c_api.h"
-
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
-namespace pjrtx::pjrt {
+#include "pjrt/pjrt_c_api.h"
+
 namespace {
+
+struct FieldLayout {
+  const char* name;
+  size_t offset;
+  size_t size;
+};
+
+struct StructLayout {
+  const char* name;
+  size_t sizeof_value;          // sizeof(T), padding included
+  size_t struct_size_constant;  // T_STRUCT_SIZE: end of the last field
+  // Declaration order. Members of an anonymous union are listed one by one,
+  // all at the union's offset.
+  std::vector<FieldLayout> fields;
+};
+
+struct EnumValue {
+  const char* name;
+  int64_t value;
+};
+
+struct EnumLayout {
+  const char* name;
+  std::vector<EnumValue> values;  // declaration order
+};
 
 // F(field) is one FieldLayout of the struct named T in the enclosing
 // PJRTX_LAYOUT. The trailing comma lets a list of F()s form an initializer.
@@ -626,24 +657,55 @@ std::vector<EnumLayout> build_enums() {
 
 #undef E
 
+// The three tables as one JSON document, the form the test reads through
+// ctypes: {"layouts": [{name, sizeof, struct_size, fields: [[name, offset,
+// size], ...]}, ...], "slots": [name, ...], "enums": {name: [[enumerator,
+// value], ...]}}. Every name is a C identifier, so nothing needs escaping.
+std::string to_json() {
+  std::string out = "{\"layouts\": [";
+  const char* sep = "";
+  for (const StructLayout& s : build_layouts()) {
+    out += sep;
+    sep = ", ";
+    out += "{\"name\": \"" + std::string(s.name) + "\", \"sizeof\": " +
+           std::to_string(s.sizeof_value) + ", \"struct_size\": " +
+           std::to_string(s.struct_size_constant) + ", \"fields\": [";
+    const char* fsep = "";
+    for (const FieldLayout& f : s.fields) {
+      out += fsep;
+      fsep = ", ";
+      out += "[\"" + std::string(f.name) + "\", " + std::to_string(f.offset) + ", " +
+             std::to_string(f.size) + "]";
+    }
+    out += "]}";
+  }
+  out += "], \"slots\": [";
+  sep = "";
+#define PJRTX_SLOT_NAME(fn) out += sep, out += "\"" #fn "\"", sep = ", ";
+  PJRTX_PJRT_SLOTS(PJRTX_SLOT_NAME)
+#undef PJRTX_SLOT_NAME
+  out += "], \"enums\": {";
+  sep = "";
+  for (const EnumLayout& e : build_enums()) {
+    out += sep;
+    sep = ", ";
+    out += "\"" + std::string(e.name) + "\": [";
+    const char* vsep = "";
+    for (const EnumValue& v : e.values) {
+      out += vsep;
+      vsep = ", ";
+      out += "[\"" + std::string(v.name) + "\", " + std::to_string(v.value) + "]";
+    }
+    out += "]";
+  }
+  out += "}}";
+  return out;
+}
+
 }  // namespace
 
-const std::vector<StructLayout>& abi_layouts() {
-  static const std::vector<StructLayout> layouts = build_layouts();
-  return layouts;
+// The one exported symbol; the string lives as long as the library.
+extern "C" __attribute__((visibility("default"))) const char* pjrtx_abi_layout_json() {
+  static const std::string json = to_json();
+  return json.c_str();
 }
-
-const std::vector<const char*>& abi_slot_names() {
-#define PJRTX_SLOT_NAME(fn) #fn,
-  static const std::vector<const char*> names = {
-      PJRTX_PJRT_SLOTS(PJRTX_SLOT_NAME)};
-#undef PJRTX_SLOT_NAME
-  return names;
-}
-
-const std::vector<EnumLayout>& abi_enums() {
-  static const std::vector<EnumLayout> enums = build_enums();
-  return enums;
-}
-
-}  // namespace pjrtx::pjrt
