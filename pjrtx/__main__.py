@@ -42,7 +42,7 @@ def doctor() -> int:
     print(f"jax        {version('jax')}")
     print(f"jaxlib     {version('jaxlib')}")
     print(f"mlx        {version('mlx')} (C++ library {ext.mlx_version()})")
-    print(f"library    {ext.__file__}")
+    print(f"library    {os.path.realpath(ext.__file__)}")
     ok = True
     try:
         device = ext.device_backend(env.get("PJRTX_DEVICE"))
