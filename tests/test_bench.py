@@ -26,6 +26,8 @@ def test_bench_quick():
         if w.compile_time:
             continue
         assert row.group(0).rstrip().split("  ")[-1].startswith("ok ("), row.group(0)
+        if w.make_mlx is None:  # no native MLX program to count (newton, ode)
+            continue
         # pjrtx and native MLX both report how many primitives a call runs
         # (pjrtx's tiny call runs none: its 8 floats are computed on the
         # host, PJRTX_HOST).
@@ -81,3 +83,16 @@ def test_bench_donation_small():
     rows = [l for l in p.stdout.splitlines() if l.split()[:1] and l.split()[0] in
             ("scatter", "dynamic_update_slice", "elementwise")]
     assert len(rows) == 3 and all(r.endswith("ok") for r in rows), p.stdout
+
+
+def test_loop_benches_check_their_answers():
+    # The two measurements behind the host loop engine and its placement
+    # (README, "Loops"): each compares every answer with XLA:CPU and exits
+    # non-zero on a mismatch. Timings are printed, not asserted.
+    here = os.path.dirname(BENCH)
+    for args in (["bench_loop_engines.py", "--repeats", "2"],
+                 ["bench_loop_placement.py", "--sizes", "64", "2048", "--repeats", "1"]):
+        p = subprocess.run([sys.executable, os.path.join(here, args[0]), *args[1:]],
+                           capture_output=True, text=True, timeout=900)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        assert "MISMATCH" not in p.stdout, p.stdout
