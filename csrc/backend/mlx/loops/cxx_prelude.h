@@ -16,6 +16,7 @@ inline constexpr const char* kCxxPrelude = R"CXX(
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -26,11 +27,18 @@ namespace {
 
 template <class T, long N> struct V {
   T d[N > 0 ? N : 1];
+  void ensure() {}
 };
+// B<T, N> b{nullptr} holds no storage yet: a result that is moved in (a
+// call's or a branch's) costs no allocation; copy_into allocates it first.
 template <class T, long N> struct B {
   T* d;
   B() : d(static_cast<T*>(std::malloc(sizeof(T) * (N > 0 ? N : 1)))) {
     if (!d) throw std::bad_alloc();
+  }
+  explicit B(std::nullptr_t) : d(nullptr) {}
+  void ensure() {
+    if (!d) *this = B();
   }
   B(const B& o) : B() { std::memcpy(d, o.d, sizeof(T) * N); }
   B(B&& o) noexcept : d(o.d) { o.d = nullptr; }
@@ -54,6 +62,7 @@ template <class R, class S> R copy_as(const S& s, long n) {
   return r;
 }
 template <class R, class S> void copy_into(R& r, const S& s, long n) {
+  r.ensure();
   if (n) std::memcpy(r.d, s.d, sizeof(r.d[0]) * n);
 }
 

@@ -249,10 +249,12 @@ class Emitter {
     if (it == names_.end()) throw Unsupported{"value %" + std::to_string(v) + " read before it is defined"};
     return it->second;
   }
-  // Declares the buffer of result v and binds it.
-  std::string decl(ValueId v) {
+  // Declares the buffer of result v and binds it. `empty`: a heap buffer
+  // without storage yet, for a result that is assigned whole (assign()).
+  std::string decl(ValueId v, bool empty = false) {
     std::string n = "v" + std::to_string(v);
-    line(buf_type(v) + " " + n + ";");
+    const bool heap = type(v).byte_size() > 256;
+    line(buf_type(v) + " " + n + (empty && heap ? "{nullptr};" : ";"));
     names_[v] = n;
     movable_.insert(n);
     return n;
@@ -341,8 +343,12 @@ class Emitter {
 
   // `dst = src` for two buffers of value v's type (moved when allowed).
   void assign(const std::string& dst, const std::string& src, ValueId v, bool move) {
-    if (move) line(dst + " = std::move(" + src + ");");
-    else line("copy_into(" + dst + ", " + src + ", " + n_of(v) + ");");
+    if (move) {
+      line(dst + " = std::move(" + src + ");");
+    } else {
+      work_ += count(v);
+      line("copy_into(" + dst + ", " + src + ", " + n_of(v) + ");");
+    }
   }
 
   // ---- control flow -----------------------------------------------------------
@@ -388,6 +394,7 @@ class Emitter {
       if (is_state || uses[rets[i]] > 1 || !movable_.count(rets[i])) {
         std::string t = fresh("t");
         ValueId v = inst.results[i];
+        work_ += count(v);
         line(buf_type(v) + " " + t + " = copy_as<" + buf_type(v) + ">(" + rets[i] + ", " + n_of(v) + ");");
         temps.push_back({i, t});
       }
@@ -409,7 +416,7 @@ class Emitter {
   // Results declared here, then each branch in its own scope assigns them.
   void emit_branches(const Instruction& inst, const std::string& selector) {
     std::vector<std::string> res;
-    for (ValueId v : inst.results) res.push_back(decl(v));
+    for (ValueId v : inst.results) res.push_back(decl(v, /*empty=*/true));
     auto saved_names = names_;
     auto saved_mov = movable_;
     for (size_t b = 0; b < inst.regions.size(); ++b) {
@@ -434,7 +441,7 @@ class Emitter {
   void emit_call(const Instruction& inst, const std::vector<bool>& consume) {
     const compiler::Function* f = plan_.find_function(inst.attr_str("callee"));
     std::vector<std::string> res;
-    for (ValueId v : inst.results) res.push_back(decl(v));
+    for (ValueId v : inst.results) res.push_back(decl(v, /*empty=*/true));
     auto saved_names = names_;
     auto saved_mov = movable_;
     line("{");
@@ -459,7 +466,17 @@ class Emitter {
 
   void emit(const Instruction& inst, const std::vector<bool>& consume) {
     ++ops_;
-    for (ValueId r : inst.results) work_ += std::max<int64_t>(count(r), 1);
+    // Work: the elements an op writes per run. Ops that update a buffer in
+    // place count their updates (and a copy, where they must make one);
+    // control flow and pass-through ops count what they run inside.
+    switch (inst.op) {
+      case Opcode::dynamic_update_slice: case Opcode::scatter: case Opcode::reshape:
+      case Opcode::optimization_barrier: case Opcode::while_: case Opcode::call:
+      case Opcode::case_: case Opcode::if_: case Opcode::constant:
+        break;
+      default:
+        for (ValueId r : inst.results) work_ += std::max<int64_t>(count(r), 1);
+    }
     auto in = [&](size_t i) { return name(inst.operands.at(i)); };
     auto el = [&](size_t i, const std::string& k) {
       return count(inst.operands.at(i)) == 1 ? in(i) + ".d[0]" : in(i) + ".d[" + k + "]";
@@ -583,8 +600,10 @@ class Emitter {
           std::string n = "v" + std::to_string(v);
           if (consume[k] && buf_type(v) == buf_type(inst.operands[k]))
             line(buf_type(v) + " " + n + "(std::move(" + in(k) + "));");
-          else
+          else {
+            work_ += count(v);
             line(buf_type(v) + " " + n + " = copy_as<" + buf_type(v) + ">(" + in(k) + ", " + n_of(v) + ");");
+          }
           names_[v] = n;
           movable_.insert(n);
         }
@@ -704,6 +723,7 @@ class Emitter {
           starts.push_back(s);
         }
         std::string r = take_or_copy(inst.results[0], inst.operands[0], consume[0]);
+        work_ += count(inst.operands[1]);
         loops(us, [&](const std::vector<std::string>& iv) {
           std::string dst;
           for (size_t j = 0; j < is.size(); ++j)
@@ -748,11 +768,13 @@ class Emitter {
   // own buffer at its last use, else a copy.
   std::string take_or_copy(ValueId result, ValueId operand, bool consume) {
     std::string n = "v" + std::to_string(result);
-    if (consume && buf_type(result) == buf_type(operand))
+    if (consume && buf_type(result) == buf_type(operand)) {
       line(buf_type(result) + " " + n + "(std::move(" + name(operand) + "));");
-    else
+    } else {
+      work_ += count(result);
       line(buf_type(result) + " " + n + " = copy_as<" + buf_type(result) + ">(" + name(operand) + ", " +
            n_of(result) + ");");
+    }
     names_[result] = n;
     movable_.insert(n);
     return n;
