@@ -155,6 +155,9 @@ class Emitter {
   // Values whose buffer an op may take over at their last use: values the
   // current region defines, and the body's own state.
   std::set<std::string> movable_;
+  // Names of the values the instruction being emitted reads for the last
+  // time from inside its case/if branches (emit_region sets it).
+  std::set<std::string> dying_;
 
   // ---- checks and analysis ------------------------------------------------
 
@@ -289,12 +292,15 @@ class Emitter {
   // buffers; `args_movable` says which an op may consume), and returns the
   // names of its returns. The caller opens and closes the C++ scope.
   std::vector<std::string> emit_region(const Region& r, const std::vector<std::string>& args,
-                                       const std::vector<bool>& args_movable) {
+                                       const std::vector<bool>& args_movable,
+                                       const std::set<std::string>& outer_movable = {}) {
     if (args.size() != r.params.size()) throw Unsupported{"region arity"};
-    // Nothing from the enclosing scope may be consumed here: a region can
-    // run many times (a loop body, a reduction's body), and the enclosing
-    // scope may read its values after it. The caller restores the set.
-    movable_.clear();
+    // Nothing from the enclosing scope may be consumed here (a region can
+    // run many times: a loop body, a reduction's body; and the enclosing
+    // scope may read its values after it), but for `outer_movable`: what a
+    // case or if branch may take over because nothing reads it after the
+    // branch. The caller restores the set.
+    movable_ = outer_movable;
     for (size_t i = 0; i < args.size(); ++i) {
       names_[r.params[i]] = args[i];
       if (args_movable[i]) movable_.insert(args[i]);
@@ -318,6 +324,18 @@ class Emitter {
         bool once = std::count(inst.operands.begin(), inst.operands.end(), v) == 1;
         consume[k] = once && it != last.end() && it->second == i && names_.count(v) &&
                      movable_.count(names_[v]);
+      }
+      // Values this instruction's branches read for the last time.
+      dying_.clear();
+      if (inst.op == Opcode::case_ || inst.op == Opcode::if_) {
+        std::set<ValueId> rd;
+        reads_of(inst, rd);
+        for (ValueId v : rd) {
+          auto it = last.find(v);
+          if (it != last.end() && it->second == i && names_.count(v) && movable_.count(names_[v]) &&
+              !std::count(inst.operands.begin(), inst.operands.end(), v))
+            dying_.insert(names_[v]);
+        }
       }
       emit(inst, consume);
     }
@@ -415,6 +433,7 @@ class Emitter {
 
   // Results declared here, then each branch in its own scope assigns them.
   void emit_branches(const Instruction& inst, const std::string& selector) {
+    const std::set<std::string> dying = dying_;
     std::vector<std::string> res;
     for (ValueId v : inst.results) res.push_back(decl(v, /*empty=*/true));
     auto saved_names = names_;
@@ -426,7 +445,8 @@ class Emitter {
       else cond = std::string(b == 0 ? "if (" : "} else if (") + selector + " == " + std::to_string(b) + "L) {";
       line(cond);
       ++indent_;
-      auto rets = emit_region(inst.regions[b], {}, {});
+      // Exactly one branch runs: each may take over what dies here.
+      auto rets = emit_region(inst.regions[b], {}, {}, dying);
       std::map<std::string, int> uses;
       for (auto& r : rets) ++uses[r];
       for (size_t i = 0; i < rets.size(); ++i)
