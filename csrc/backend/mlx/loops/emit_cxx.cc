@@ -348,6 +348,10 @@ class Emitter {
   // param gets a V<T, 1> holding its expression; returns the element
   // expressions of the returns.
   std::vector<std::string> emit_scalar_region(const Region& r, const std::vector<std::string>& exprs) {
+    // The region's values stay in this C++ scope for the returned
+    // expressions; only the bindings are restored afterwards.
+    const auto saved_names = names_;
+    const auto saved_mov = movable_;
     std::vector<std::string> args;
     for (size_t i = 0; i < r.params.size(); ++i) {
       std::string a = fresh("p");
@@ -356,7 +360,26 @@ class Emitter {
     }
     auto rets = emit_region(r, args, std::vector<bool>(args.size(), false));
     for (auto& s : rets) s += ".d[0]";
+    names_ = saved_names;
+    movable_ = saved_mov;
     return rets;
+  }
+
+  // res[j].d[at] = body(res[j].d[at]..., updates...) for a reduce or scatter
+  // body; every accumulator reads the old values before any is written.
+  void combine_into(const Region& body, const std::vector<std::string>& res, const std::string& at,
+                    const std::vector<std::string>& updates) {
+    std::vector<std::string> args;
+    for (const auto& r : res) args.push_back(r + ".d[" + at + "]");
+    args.insert(args.end(), updates.begin(), updates.end());
+    auto rets = emit_scalar_region(body, args);
+    std::vector<std::string> tmp;
+    for (size_t j = 0; j < res.size(); ++j) {
+      std::string x = fresh("x");
+      line("const auto " + x + " = " + rets[j] + ";");
+      tmp.push_back(x);
+    }
+    for (size_t j = 0; j < res.size(); ++j) line(res[j] + ".d[" + at + "] = " + tmp[j] + ";");
   }
 
   // `dst = src` for two buffers of value v's type (moved when allowed).
@@ -949,24 +972,11 @@ class Emitter {
       std::string oi = fresh("o");
       line("const long " + oi + " = " + affine(0, t) + ";");
       std::string ii = flat(is, iv);
-      std::vector<std::string> args;
-      for (size_t j = 0; j < n; ++j) args.push_back(res[j] + ".d[" + oi + "]");
-      for (size_t j = 0; j < n; ++j) args.push_back(name(inst.operands[j]) + ".d[" + ii + "]");
+      std::vector<std::string> xs;
+      for (size_t j = 0; j < n; ++j) xs.push_back(name(inst.operands[j]) + ".d[" + ii + "]");
       line("{");
       ++indent_;
-      auto saved = names_;
-      auto saved_mov = movable_;
-      auto rets = emit_scalar_region(inst.regions.at(0), args);
-      // Every accumulator reads the old values before any is written.
-      std::vector<std::string> tmp;
-      for (size_t j = 0; j < n; ++j) {
-        std::string x = fresh("x");
-        line("const auto " + x + " = " + rets[j] + ";");
-        tmp.push_back(x);
-      }
-      for (size_t j = 0; j < n; ++j) line(res[j] + ".d[" + oi + "] = " + tmp[j] + ";");
-      names_ = saved;
-      movable_ = saved_mov;
+      combine_into(inst.regions.at(0), res, oi, xs);
       --indent_;
       line("}");
     });
@@ -1101,21 +1111,9 @@ class Emitter {
       ++indent_;
       std::string di = fresh("di");
       line("const long " + di + " = " + dst + "0L;");
-      std::vector<std::string> args;
-      for (size_t j = 0; j < n; ++j) args.push_back(res[j] + ".d[" + di + "]");
-      for (size_t j = 0; j < n; ++j) args.push_back(name(inst.operands[n + 1 + j]) + ".d[" + flat(us, iv) + "]");
-      auto saved = names_;
-      auto saved_mov = movable_;
-      auto rets = emit_scalar_region(inst.regions.at(0), args);
-      std::vector<std::string> tmp;
-      for (size_t j = 0; j < n; ++j) {
-        std::string x = fresh("x");
-        line("const auto " + x + " = " + rets[j] + ";");
-        tmp.push_back(x);
-      }
-      for (size_t j = 0; j < n; ++j) line(res[j] + ".d[" + di + "] = " + tmp[j] + ";");
-      names_ = saved;
-      movable_ = saved_mov;
+      std::vector<std::string> ups;
+      for (size_t j = 0; j < n; ++j) ups.push_back(name(inst.operands[n + 1 + j]) + ".d[" + flat(us, iv) + "]");
+      combine_into(inst.regions.at(0), res, di, ups);
       --indent_;
       line("}");
     });
@@ -1148,12 +1146,8 @@ class Emitter {
         args.push_back(name(inst.operands[j]) + ".d[" + base + " + a * " + std::to_string(st[dim]) + "L]");
         args.push_back(name(inst.operands[j]) + ".d[" + base + " + b * " + std::to_string(st[dim]) + "L]");
       }
-      auto saved = names_;
-      auto saved_mov = movable_;
       auto rets = emit_scalar_region(inst.regions.at(0), args);
       line("return " + rets.at(0) + ";");
-      names_ = saved;
-      movable_ = saved_mov;
       --indent_;
       line("});");
       for (size_t j = 0; j < n; ++j)
