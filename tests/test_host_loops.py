@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 os.environ.setdefault("JAX_PLATFORMS", "pjrtx,cpu")
@@ -40,7 +41,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from jax import lax  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _procs import child_env  # noqa: E402
 
 
 def _run(device, f, args, donate=()):
@@ -313,10 +314,12 @@ def _trace_of(program: str, env: dict) -> str:
         import jax, jax.numpy as jnp, numpy as np
         from jax import lax
     """) + textwrap.dedent(program)
-    full = dict(os.environ, PJRTX_TRACE="1", JAX_PLATFORMS="pjrtx,cpu", **env)
-    full["PYTHONPATH"] = ROOT + os.pathsep + full.get("PYTHONPATH", "")
+    # The child imports the same pjrtx as this process (installed in CI, the
+    # built checkout in development) and runs outside the checkout, whose
+    # source tree would otherwise shadow an installed package.
+    full = child_env(PJRTX_TRACE="1", JAX_PLATFORMS="pjrtx,cpu", **env)
     r = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True,
-                       timeout=600)
+                       timeout=600, cwd=tempfile.gettempdir())
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stderr
 
@@ -374,7 +377,7 @@ def test_a_loop_with_a_host_callback_stays_on_mlx_and_names_the_op():
 def test_a_bad_pjrtx_loops_value_is_a_clear_error():
     code = ("import jax, jax.numpy as jnp\n"
             "jax.jit(lambda x: x + 1)(jnp.ones(2))\n")
-    env = dict(os.environ, JAX_PLATFORMS="pjrtx", PJRTX_LOOPS="fast")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    env = child_env(JAX_PLATFORMS="pjrtx", PJRTX_LOOPS="fast")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=tempfile.gettempdir())
     assert r.returncode != 0 and "PJRTX_LOOPS must be 'auto', 'host' or 'mlx', got 'fast'" in r.stderr
