@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 os.environ.setdefault("JAX_PLATFORMS", "pjrtx,cpu")
 
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
@@ -397,6 +398,16 @@ def as_function(p: Program, context: str, trips: int, name: str):
             def body(i, outs):
                 return evaluate(p, args, loop_index=i)
             return lax.fori_loop(0, trips, body, zeros())
+    elif context == "calls":
+        # The program as a nested jit (a func.call) called at two places in
+        # the body: the host engine emits it once as a C++ function.
+        def f(*args):
+            g = jax.jit(lambda a, i: evaluate(p, a, loop_index=i))
+
+            def body(i, outs):
+                first, second = g(list(args), i), g(list(args), i + 1)
+                return [jnp.where(i % 2 == 0, x, y) for x, y in zip(first, second)]
+            return lax.fori_loop(0, trips, body, zeros())
     else:
         def f(n, *args):
             def cond(c):
@@ -505,8 +516,8 @@ def check(p: Program, context: str, trips: int):
     assert not bad, f"{context} (trips {trips}):\n" + "\n".join(bad)
 
 
-CONTEXTS = ["top", "fori", "while"]
-CI_EXAMPLES = {"top": 150, "fori": 60, "while": 60}
+CONTEXTS = ["top", "fori", "while", "calls"]
+CI_EXAMPLES = {"top": 150, "fori": 60, "while": 60, "calls": 30}
 
 
 def _settings(n, derandomize=True):

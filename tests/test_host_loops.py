@@ -295,6 +295,30 @@ def test_threefry_random_in_a_loop():
     check(f, jax.random.key_data(jax.random.PRNGKey(42)))
 
 
+def test_a_function_called_from_several_places_in_a_loop():
+    # A nested jit is a func.call; called at three places (once from another
+    # callee) it is emitted once as a C++ function over views of its
+    # operands: big (heap) and small buffers, a result returned twice, an
+    # operand that is also loop state the caller goes on reading.
+    @jax.jit
+    def g(xs, k):
+        ys = xs.at[k % xs.shape[0]].add(k.astype(xs.dtype))
+        return ys, ys, (k * 3 + 1) % 1000
+
+    @jax.jit
+    def h(xs, k):
+        return g(xs[::-1], k)[0]
+
+    def f(xs, k):
+        def body(i, s):
+            xs, k = s
+            a, b, k2 = g(xs, k + i)
+            c, _, k3 = g(a, k2)
+            return h(b + c, k3) - xs, k3
+        return lax.fori_loop(0, 20, body, (xs, k))
+    check(f, np.arange(600, dtype=np.int32), np.int32(7))
+
+
 # ---------------------------------------------------------------- captured values and donation
 
 def test_captured_array_and_donated_state():

@@ -1,6 +1,7 @@
 #include "backend/mlx/loops/emit_cxx.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -8,7 +9,6 @@
 #include <set>
 #include <sstream>
 
-#include "backend/mlx/loops/cxx_prelude.h"
 
 namespace pjrtx::backend::loops {
 
@@ -101,6 +101,7 @@ class Emitter {
 
   LoopSource run(const Instruction& loop) {
     check_tree(loop);
+    count_calls(loop);
     // Values read inside the loop but defined outside it: inputs after the
     // operands.
     std::set<ValueId> defined, read;
@@ -135,7 +136,8 @@ class Emitter {
       if (bytes) line("std::memcpy(out[" + std::to_string(i) + "], " + states[i] + ".d, " + std::to_string(bytes) + ");");
     }
     std::ostringstream tu;
-    tu << kCxxPrelude << "\nextern \"C\" int " << src.symbol
+    for (const std::string& def : fn_defs_) tu << def << "\n";
+    tu << "extern \"C\" int " << src.symbol
        << "(const void* const* in, void* const* out) {\n  try {\n"
        << body.str() << "  } catch (...) {\n    return 1;\n  }\n  return 0;\n}\n";
     src.code = tu.str();
@@ -158,6 +160,16 @@ class Emitter {
   // Names of the values the instruction being emitted reads for the last
   // time from inside its case/if branches (emit_region sets it).
   std::set<std::string> dying_;
+  // Call sites of each callee in the loop tree (callees' bodies included);
+  // a callee with several becomes one C++ function (emit_call).
+  std::map<std::string, int> call_sites_;
+  struct Outlined {
+    std::string fn;
+    int64_t work = 0, ops = 0;
+  };
+  std::map<std::string, Outlined> outlined_;
+  // Definitions of the outlined callees, each after those it calls.
+  std::vector<std::string> fn_defs_;
 
   // ---- checks and analysis ------------------------------------------------
 
@@ -216,6 +228,16 @@ class Emitter {
         return true;
       default:
         return false;
+    }
+  }
+
+  void count_calls(const Instruction& inst) {
+    for (const Region& r : inst.regions)
+      for (const Instruction& i : r.body) count_calls(i);
+    if (inst.op == Opcode::call) {
+      const std::string callee = inst.attr_str("callee");
+      if (call_sites_[callee]++ == 0)
+        for (const Instruction& i : plan_.find_function(callee)->body.body) count_calls(i);
     }
   }
 
@@ -481,8 +503,14 @@ class Emitter {
     line("}");
   }
 
+  // A callee called from one place is inlined (its operands may be taken
+  // over at their last use); one called from several is emitted once as a
+  // function over views of its operands, so a body that calls threefry at
+  // five places compiles it once.
   void emit_call(const Instruction& inst, const std::vector<bool>& consume) {
-    const compiler::Function* f = plan_.find_function(inst.attr_str("callee"));
+    const std::string callee = inst.attr_str("callee");
+    if (call_sites_[callee] > 1) return emit_outlined_call(inst, callee);
+    const compiler::Function* f = plan_.find_function(callee);
     std::vector<std::string> res;
     for (ValueId v : inst.results) res.push_back(decl(v, /*empty=*/true));
     auto saved_names = names_;
@@ -503,6 +531,76 @@ class Emitter {
     // The consumed operands are gone now.
     for (size_t k = 0; k < consume.size(); ++k)
       if (consume[k]) movable_.erase(name(inst.operands[k]));
+  }
+
+  void emit_outlined_call(const Instruction& inst, const std::string& callee) {
+    const Outlined& o = outline(callee);
+    std::vector<std::string> args;
+    for (ValueId v : inst.operands) args.push_back("C<" + elem(v) + ">{" + name(v) + ".d}");
+    for (ValueId v : inst.results) args.push_back(decl(v, /*empty=*/true));
+    std::string call = o.fn + "(";
+    for (size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
+    line(call + ");");
+    work_ += o.work;
+    ops_ += o.ops;
+  }
+
+  // The C++ function for `callee`: its params are views, its results are
+  // written to the caller's buffers. Emitted on first use, in a scope of its
+  // own (a function reads nothing but its params).
+  const Outlined& outline(const std::string& callee) {
+    auto it = outlined_.find(callee);
+    if (it != outlined_.end()) {
+      if (it->second.fn.empty()) throw Unsupported{"recursive call of @" + callee};
+      return it->second;
+    }
+    outlined_[callee];  // marks it in progress
+    const compiler::Function* f = plan_.find_function(callee);
+    const Region& r = f->body;
+    const std::string fn = "fn" + std::to_string(outlined_.size()) + "_" + sanitize(callee);
+    auto saved_names = names_;
+    auto saved_mov = movable_;
+    auto saved_dying = dying_;
+    std::ostringstream* saved_out = out_;
+    const int saved_indent = indent_;
+    const int64_t work0 = work_, ops0 = ops_;
+    std::ostringstream body;
+    out_ = &body;
+    indent_ = 1;
+    names_.clear();
+    std::string sig = "static void " + fn + "(";
+    std::vector<std::string> params;
+    for (size_t i = 0; i < r.params.size(); ++i) {
+      params.push_back("a" + std::to_string(i));
+      sig += (i ? ", " : "") + std::string("const C<") + elem(r.params[i]) + "> " + params.back();
+    }
+    for (size_t i = 0; i < r.returns.size(); ++i) {
+      sig += (i || !r.params.empty() ? ", " : "") + buf_type(r.returns[i]) + "& r" + std::to_string(i);
+    }
+    auto rets = emit_region(r, params, std::vector<bool>(params.size(), false));
+    std::map<std::string, int> uses;
+    for (auto& x : rets) ++uses[x];
+    for (size_t i = 0; i < rets.size(); ++i)
+      assign("r" + std::to_string(i), rets[i], r.returns[i], movable_.count(rets[i]) && uses[rets[i]] == 1);
+    fn_defs_.push_back(sig + ") {\n" + body.str() + "}\n");
+    Outlined& o = outlined_[callee];
+    o.fn = fn;
+    o.work = work_ - work0;
+    o.ops = ops_ - ops0;
+    work_ = work0;
+    ops_ = ops0;
+    out_ = saved_out;
+    indent_ = saved_indent;
+    names_ = saved_names;
+    movable_ = saved_mov;
+    dying_ = saved_dying;
+    return o;
+  }
+
+  static std::string sanitize(const std::string& s) {
+    std::string o;
+    for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    return o.substr(0, 40);
   }
 
   // ---- one instruction -------------------------------------------------------

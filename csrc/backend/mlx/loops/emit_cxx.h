@@ -10,7 +10,8 @@
 //
 //   std::string why;
 //   std::optional<LoopSource> src = emit_loop(plan, while_inst, &why);
-//   // src->code: a translation unit defining extern "C" src->symbol:
+//   // src->code: C++ that, after kCxxPrelude (loops/cxx_prelude.h),
+//   // defines extern "C" src->symbol:
 //   //   void symbol(const void* const* inputs, void* const* outputs);
 //   // inputs: the while's operands, then src->captured (values the regions
 //   // read from outside), each row-major and contiguous; outputs: the
@@ -27,6 +28,7 @@
 namespace pjrtx::backend::loops {
 
 struct LoopSource {
+  // Compiled after kCxxPrelude, which build_loop precompiles once.
   std::string code;
   std::string symbol;
   // Values the loop's regions read from the enclosing function, passed
