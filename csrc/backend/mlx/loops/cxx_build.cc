@@ -14,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "common/profile.h"
 #include "common/trace.h"
 
 namespace pjrtx::backend::loops {
@@ -59,8 +60,9 @@ std::string compiler() {
 }
 
 // Strict IEEE: no contraction into FMAs and no fast-math, so + - * / and
-// sqrt round as XLA:CPU's do.
-const char* kFlags = "-O2 -std=c++17 -shared -fPIC -ffp-contract=off -fno-fast-math -w";
+// sqrt round as XLA:CPU's do. The prelude's precompiled header is built with
+// exactly these flags, or the compiler would not use it.
+const char* kFlags = "-O2 -std=c++17 -fPIC -ffp-contract=off -fno-fast-math -w";
 
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
@@ -96,12 +98,64 @@ HostLoopFn open_symbol(const std::string& path, const std::string& symbol, std::
   return reinterpret_cast<HostLoopFn>(f);
 }
 
+// Runs `cmd` (stderr folded in); returns its exit status and the start of
+// its output.
+int run_command(const std::string& cmd, std::string* log) {
+  int rc = -1;
+  if (FILE* p = popen((cmd + " 2>&1").c_str(), "r")) {
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+      if (log->size() < 8192) log->append(buf.data(), n);
+    rc = pclose(p);
+  }
+  return rc;
+}
+
+// Writes `text` to `path` through a per-process temporary name, so another
+// process never reads half a file.
+bool write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + "." + std::to_string(getpid()) + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f) return false;
+  }
+  return rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// The prelude as a header in the cache, named by its hash, beside its
+// precompiled form (`.gch`, which GCC and Clang both look for when a source
+// is compiled with -include): headers such as <cmath> then cost a loop's
+// build nothing. Built once per machine and compiler; where the compiler
+// cannot precompile it, the header is still included and parsed each time.
+// Called under mu().
+std::string prelude_header(const std::string& dir, const std::string& cmd_base,
+                           const std::string& prelude) {
+  const std::string h = dir + "/prelude-" + hash_hex(cmd_base + "\n" + prelude) + ".h";
+  struct stat st;
+  if (stat(h.c_str(), &st) != 0 && !write_file(h, "#pragma once\n" + prelude)) return "";
+  const std::string pch = h + ".gch";
+  static std::map<std::string, bool> tried;  // per process: one failed try is enough
+  if (stat(pch.c_str(), &st) != 0 && !tried[pch]) {
+    tried[pch] = true;
+    ProfileScope span("compile", "host loop: precompile prelude");
+    const std::string tmp = pch + "." + std::to_string(getpid()) + ".tmp";
+    std::string log;
+    if (run_command(cmd_base + " -x c++-header " + shell_quote(h) + " -o " + shell_quote(tmp), &log) == 0)
+      rename(tmp.c_str(), pch.c_str());
+    else
+      unlink(tmp.c_str());
+  }
+  return h;
+}
+
 }  // namespace
 
-BuiltLoop build_loop(const std::string& code, const std::string& symbol) {
+BuiltLoop build_loop(const std::string& prelude, const std::string& code, const std::string& symbol) {
   BuiltLoop out;
   const std::string cmd_base = compiler() + " " + kFlags;
-  const std::string key = hash_hex(cmd_base + "\n" + code);
+  const std::string key = hash_hex(cmd_base + "\n" + prelude + "\n" + code);
   std::lock_guard<std::mutex> lock(mu());
   if (auto it = loaded().find(key); it != loaded().end()) {
     out.fn = it->second.fn;
@@ -127,6 +181,8 @@ BuiltLoop build_loop(const std::string& code, const std::string& symbol) {
     out.error = "cannot create " + dir;
     return out;
   }
+  Stopwatch sw;
+  const std::string header = prelude_header(dir, cmd_base, prelude);
   // Per-process temporary names, renamed into place: two processes
   // building the same loop never read a half-written file.
   const std::string tag = std::to_string(getpid());
@@ -134,23 +190,17 @@ BuiltLoop build_loop(const std::string& code, const std::string& symbol) {
   const std::string tmp = dir + "/" + key + "." + tag + ".so.tmp";
   {
     std::ofstream f(src);
+    if (header.empty()) f << prelude << "\n";
     f << code;
     if (!f) {
       out.error = "cannot write " + src;
       return out;
     }
   }
-  const std::string cmd = cmd_base + " " + shell_quote(src) + " -o " + shell_quote(tmp) + " 2>&1";
-  Stopwatch sw;
+  const std::string cmd = cmd_base + " -shared" + (header.empty() ? "" : " -include " + shell_quote(header)) +
+                          " " + shell_quote(src) + " -o " + shell_quote(tmp);
   std::string log;
-  int rc = -1;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-      if (log.size() < 8192) log.append(buf.data(), n);
-    rc = pclose(p);
-  }
+  const int rc = run_command(cmd, &log);
   out.compile_us = sw.us();
   if (rc != 0) {
     out.error = "`" + compiler() + "` failed (exit " + std::to_string(rc) + "): " + log.substr(0, 2000) +

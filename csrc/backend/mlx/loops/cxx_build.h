@@ -24,7 +24,9 @@ struct BuiltLoop {
   std::string error;       // why fn is null
 };
 
-// Never throws: a missing or failing compiler is reported in `error`.
-BuiltLoop build_loop(const std::string& code, const std::string& symbol);
+// `code` compiled after `prelude` (loops/cxx_prelude.h), which is kept in
+// the cache as a precompiled header. Never throws: a missing or failing
+// compiler is reported in `error`.
+BuiltLoop build_loop(const std::string& prelude, const std::string& code, const std::string& symbol);
 
 }  // namespace pjrtx::backend::loops

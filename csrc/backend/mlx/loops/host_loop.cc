@@ -10,6 +10,7 @@
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/host_kernel.h"
 #include "backend/mlx/loops/cxx_build.h"
+#include "backend/mlx/loops/cxx_prelude.h"
 #include "backend/mlx/loops/emit_cxx.h"
 #include "common/env.h"
 #include "common/error.h"
@@ -69,12 +70,13 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
   if (std::string dir = env_string("PJRTX_DUMP_DIR"); !dir.empty()) {
     static std::atomic<int> seq{0};
     std::ofstream(dir + "/host_loop." + std::to_string(seq++) + ".cc") << "// " << inst.where() << "\n"
+                                                                       << kCxxPrelude << "\n"
                                                                        << src->code;
   }
   BuiltLoop built;
   {
     ProfileScope span("compile", "host loop: build");
-    built = build_loop(src->code, src->symbol);
+    built = build_loop(kCxxPrelude, src->code, src->symbol);
   }
   if (!built.fn) {
     decide(inst, "mlx", "the host compiler failed: " + built.error);
