@@ -86,12 +86,13 @@ def test_bench_donation_small():
 
 
 def test_loop_benches_check_their_answers():
-    # The two measurements behind the host loop engine and its placement
-    # (README, "Loops"): each compares every answer with XLA:CPU and exits
+    # The measurements behind the host loop engine, its placement and its
+    # first-call cost (README, "Loops"): each compares every answer with XLA:CPU and exits
     # non-zero on a mismatch. Timings are printed, not asserted.
     here = os.path.dirname(BENCH)
     for args in (["bench_loop_engines.py", "--repeats", "2"],
-                 ["bench_loop_placement.py", "--sizes", "64", "2048", "--repeats", "1"]):
+                 ["bench_loop_placement.py", "--sizes", "64", "2048", "--repeats", "1"],
+                 ["bench_first_call.py", "--rows", "newton"]):
         p = subprocess.run([sys.executable, os.path.join(here, args[0]), *args[1:]],
                            capture_output=True, text=True, timeout=900)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

@@ -23,6 +23,7 @@ ELSEWHERE = {
     "bench_loop.py": (None, "a benchmark against MLX's own Python package (mlx.core)"),
     "bench_loop_engines.py": ("tests/test_bench.py", "runs it; it checks its answers against XLA:CPU"),
     "bench_loop_placement.py": ("tests/test_bench.py", "runs it on two sizes; it checks its answers"),
+    "bench_first_call.py": ("tests/test_bench.py", "runs its newton row; it checks its answers"),
     "bench_collectives.py": (None, "timings only: pjrtx against mx.distributed across processes "
                              "(tests/test_multiprocess.py checks the values)"),
 }
