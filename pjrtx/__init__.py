@@ -22,6 +22,15 @@ PLATFORM = "pjrtx"
 MLX_TF32_VAR = "MLX_ENABLE_TF32"
 os.environ.setdefault(MLX_TF32_VAR, "0")
 
+# A jax outside the tested range: a warning that names the versions, here
+# and in `python -m pjrtx doctor` (pjrtx/versions.py); never an exception.
+from pjrtx import versions as _versions  # noqa: E402
+
+try:
+    _versions.check()
+except Exception:  # no jax installed: doctor says so; JAX never loads the plugin
+    pass
+
 # Before anything loads the extension (and with it libmlx): on Linux, point
 # libmlx's BLAS/LAPACK calls at OpenBLAS (PJRTX_BLAS; see pjrtx/_blas.py).
 from pjrtx import _blas  # noqa: E402

@@ -39,8 +39,12 @@ def doctor() -> int:
     # A build without a project version (a plain CMake dev build) reports "".
     print(f"pjrtx      {pjrtx.__version__} (extension {ext.__version__ or 'dev'}, "
           f"contract {ext.CONTRACT_VERSION})")
-    print(f"jax        {version('jax')}")
-    print(f"jaxlib     {version('jaxlib')}")
+    from pjrtx import versions
+
+    jax_v, jaxlib_v = version('jax'), version('jaxlib')
+    print(f"jax        {jax_v}")
+    print(f"jaxlib     {jaxlib_v}")
+    print(f"supported  {versions_line(jax_v, jaxlib_v)}")
     print(f"mlx        {version('mlx')} (C++ library {ext.mlx_version()})")
     print(f"library    {os.path.realpath(ext.__file__)}")
     ok = True
@@ -73,7 +77,10 @@ def doctor() -> int:
         print(f"cummax     {'MLX' if scan else 'pjrtx'} carries NaNs through cummax/cummin on "
               f"the {kind} device (MLX's scans {'do' if scan else 'do not'})")
     print(f"loops      {loops_line(env)}")
-    print(f"PJRT API   {'.'.join(map(str, ext.abi_version()))}")
+    caller = ""
+    if jax_v != "not installed" and versions.status(jax_v) != versions.UNSUPPORTED:
+        caller = f" (jaxlib {jaxlib_v} speaks 0.{versions.release(jax_v).pjrt_minor})"
+    print(f"PJRT API   {'.'.join(map(str, ext.abi_version()))}{caller}")
     ops = ext.supported_ops()
     targets = [o for o in ops if o.startswith("custom_call @")]
     print(f"lowerings  {len(ops) - len(targets)} StableHLO ops, {len(targets)} custom_call targets")
@@ -105,6 +112,18 @@ def loops_line(env) -> str:
              "host": "every loop the host engine takes runs as compiled host code",
              "mlx": "every loop runs on MLX"}.get(mode, "unknown value")
     return f"PJRTX_LOOPS={mode}: {where}; compiler {cxx} ({first[0] if first else exe})"
+def versions_line(jax_v: str, jaxlib_v: str) -> str:
+    """Whether the installed jax is in the tested range (pjrtx/versions.py)."""
+    from pjrtx import versions
+
+    if jax_v == "not installed":
+        return (f"no: jax is not installed; pjrtx needs jax/jaxlib {versions.OLDEST} to "
+                f"{versions.NEWEST} (pip install 'jax=={versions.NEWEST}')")
+    st = versions.status(jax_v)
+    if st == versions.SUPPORTED:
+        return f"yes: jax {jax_v} (tested range {versions.OLDEST} to {versions.NEWEST})"
+    return ("no: " if st == versions.UNSUPPORTED else "untested: ") + \
+        versions.message(jax_v, jaxlib_v).removeprefix("pjrtx: ")
 
 
 def has_extension(package) -> bool:
@@ -208,11 +227,18 @@ def conformance(args) -> int:
     jax_tests = Path(args.jax_tests).resolve()
     exp_dir = Path(args.expectations) if args.expectations else expectations.data_dir()
     have_exp = (exp_dir / "selection.txt").exists()
+    from pjrtx import versions
+
+    # The upstream tests of the installed JAX, at its own tag (pjrtx/versions.py).
+    rel = versions.release(jax.__version__)
+    print(f"pjrtx conformance: jax {jax.__version__} runs the tests of tag {rel.tag} "
+          f"({rel.jax_commit}): git clone --depth 1 --branch {rel.tag} "
+          f"https://github.com/jax-ml/jax", file=sys.stderr)
     if have_exp:
         pin = expectations.read_pin(exp_dir)
-        if pin.get("tag", "").removeprefix("jax-v") != jax.__version__:
-            print(f"pjrtx conformance: warning: expectations pin {pin.get('tag')} but jax "
-                  f"{jax.__version__} is installed", file=sys.stderr)
+        if pin.get("tag") != rel.tag:
+            print(f"pjrtx conformance: note: known_failures.txt was recorded at {pin.get('tag')}; "
+                  f"under jax {jax.__version__} --check compares with that list", file=sys.stderr)
         selection = expectations.read_selection(exp_dir)
     patterns = args.files or (selection.include if have_exp else None)
     if not patterns:
@@ -240,7 +266,8 @@ def conformance(args) -> int:
         "# wall seconds per file (all shards) of this run; copy to third_party/jax_upstream/\n"
         "# to plan the next run's order and splits\n" +
         "".join(f"{f} {sec:.0f}\n" for f, sec in sorted(file_seconds.items())))
-    header = (f"jax {jax.__version__}, platform {args.platform}, x64={args.x64}, "
+    header = (f"jax {jax.__version__} (tests of {rel.tag}), platform {args.platform}, "
+              f"x64={args.x64}, "
               f"devices={args.devices}, "
               f"strict_tags={args.strict_tags}, "
               f"{time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s, command: "

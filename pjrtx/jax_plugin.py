@@ -30,9 +30,14 @@ def initialize():
         # fails with ALREADY_EXISTS.
         return
 
-    from pjrtx import env
+    from pjrtx import env, versions
     from pjrtx._contract import load_extension
 
+    # A jax older than any pjrtx supports gets a warning naming the versions
+    # and no pjrtx device (jax itself keeps working); a newer one, a warning
+    # and a best try (pjrtx/versions.py).
+    if not versions.check(_jax_version(), _jaxlib_version()):
+        return
     ext = load_extension()  # also installs the frontend hook used by Compile
     # Our parser is jaxlib's own, so it reads whatever StableHLO version jaxlib
     # writes: ask for jaxlib's newest.
@@ -416,6 +421,15 @@ def _jax_version() -> str:
     import jax
 
     return jax.__version__
+
+
+def _jaxlib_version() -> str:
+    try:
+        from jax._src.lib import version_str
+
+        return version_str
+    except ImportError:
+        return ""
 
 
 def _register_lowerings():

@@ -70,7 +70,8 @@ void check_args(const void* args, size_t struct_size, size_t needed, const char*
   if (args == nullptr) invalid_argument(fn, ": args is null");
   if (struct_size < needed)
     invalid_argument(fn, ": args struct_size ", struct_size, " is smaller than ", needed,
-                     " (caller built against an older PJRT C API)");
+                     " (the caller speaks a PJRT C API older than 0.", kOldestCallerMinor,
+                     ", pjrtx's oldest: jaxlib 0.8.0)");
 }
 
 // ---- entry points --------------------------------------------------------

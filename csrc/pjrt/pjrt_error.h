@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "pjrt/pjrt_c_api.h"
+#include "pjrt/pjrt_versions.h"
 
 namespace pjrtx::pjrt {
 
@@ -38,12 +39,16 @@ PJRT_Error* guard(F&& f) noexcept {
   }
 }
 
-// Throws INVALID_ARGUMENT when args is null or older (smaller) than the
-// fields we read.
+// Throws INVALID_ARGUMENT when args is null or smaller than what the oldest
+// caller pjrtx serves sends (pjrt_versions.h: a struct that grew since then
+// is accepted at its older size, and its newer fields are used only where
+// PJRTX_SENT says they arrived).
 void check_args(const void* args, size_t struct_size, size_t needed, const char* fn);
 #define PJRTX_CHECK_ARGS(Name)                                                    \
-  ::pjrtx::pjrt::check_args(args, args ? args->struct_size : 0,                   \
-                            PJRT_##Name##_Args_STRUCT_SIZE, "PJRT_" #Name);       \
+  ::pjrtx::pjrt::check_args(                                                      \
+      args, args ? args->struct_size : 0,                                         \
+      ::pjrtx::pjrt::oldest_size<PJRT_##Name##_Args>(PJRT_##Name##_Args_STRUCT_SIZE), \
+      "PJRT_" #Name);                                                             \
   [[maybe_unused]] static constexpr const char* kFn = "PJRT_" #Name
 
 template <typename T>

@@ -226,7 +226,9 @@ PJRT_Error* Executable_GetCompiledMemoryStats(PJRT_Executable_GetCompiledMemoryS
     args->host_alias_size_in_bytes = 0;
     args->host_temp_size_in_bytes = 0;
     args->peak_memory_in_bytes = in + out;
-    args->total_size_in_bytes = in + out;
+    // Added at 0.90 (pjrt_versions.h): never written past what the caller sent.
+    if (PJRTX_SENT(args, PJRT_Executable_GetCompiledMemoryStats_Args, total_size_in_bytes))
+      args->total_size_in_bytes = in + out;
   });
 }
 
@@ -361,10 +363,9 @@ PJRT_Error* LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args) {
       }
     }
     std::vector<int64_t> non_donatable;
-    // Older callers' options may end before these fields.
-    constexpr size_t kNonDonatableEnd =
-        offsetof(PJRT_ExecuteOptions, num_non_donatable_input_indices) + sizeof(size_t);
-    if (args->options != nullptr && args->options->struct_size >= kNonDonatableEnd &&
+    // Older callers' options may end before these fields (pjrt_versions.h).
+    if (args->options != nullptr &&
+        PJRTX_SENT(args->options, PJRT_ExecuteOptions, num_non_donatable_input_indices) &&
         args->options->num_non_donatable_input_indices > 0) {
       need(args->options->non_donatable_input_indices, "options->non_donatable_input_indices");
       non_donatable.assign(args->options->non_donatable_input_indices,

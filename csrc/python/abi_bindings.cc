@@ -12,6 +12,7 @@
 
 #include "pjrt/pjrt_entry_points.h"
 #include "pjrt/pjrt_c_api.h"
+#include "pjrt/pjrt_versions.h"
 #include "python/bindings.h"
 
 namespace nb = nanobind;
@@ -37,6 +38,24 @@ void bind_abi(nb::module_& m) {
                               int{PJRTX_PJRT_API_MINOR});
       },
       "The PJRT C API version (major, minor) this extension implements.");
+  m.def(
+      "abi_callers",
+      [] {
+        nb::list grown;
+#define PJRTX_GROWN_ROW(T, last, minor)                                               \
+  grown.append(nb::make_tuple(#T, pjrt::Oldest<T>::size, size_t{T##_STRUCT_SIZE}, \
+                              pjrt::Oldest<T>::grown_at));
+        PJRTX_GROWN_STRUCTS(PJRTX_GROWN_ROW)
+#undef PJRTX_GROWN_ROW
+        nb::dict d;
+        d["oldest_minor"] = pjrt::kOldestCallerMinor;
+        d["newest_minor"] = pjrt::kNewestCallerMinor;
+        d["grown"] = grown;
+        return d;
+      },
+      "The PJRT C API minors of the callers pjrtx serves (oldest, newest) and the argument "
+      "structs that grew in between: (name, size the oldest caller sends, size at the "
+      "newest, minor that grew it) (csrc/pjrt/pjrt_versions.h).");
 }
 
 }  // namespace pjrtx::python

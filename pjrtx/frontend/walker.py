@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
-from pjrtx import _pjrtx
+from pjrtx import _pjrtx, versions
 from pjrtx.frontend import attrs as A
 from pjrtx.frontend.patterns import (
     ELEMENTWISE,
@@ -329,7 +329,7 @@ class _Walker:
 
     def attributes(self, op) -> dict:
         out = {}
-        for name in list(op.attributes):
+        for name in versions.attribute_names(op.attributes):
             if name in _IGNORED_ATTRS:
                 continue
             try:

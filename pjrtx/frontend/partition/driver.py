@@ -9,6 +9,8 @@ import os
 
 from jaxlib.mlir import ir
 
+from pjrtx import versions
+
 from pjrtx.frontend.partition.global_path import localize_global
 from pjrtx.frontend.partition.partitioner_callbacks import run_partitioner_callbacks
 from pjrtx.frontend.partition.shardy_path import localize_shardy, screen
@@ -59,6 +61,10 @@ def localize(module, num_partitions: int, *, force: str | None = None,
         return localize_global(module, n, meshes, "forced")
     if not meshes:
         return localize_global(module, n, meshes, "no sdy.mesh: every value is replicated")
+    if versions.shardy().localize is None and force != "shardy":
+        return localize_global(module, n, meshes,
+                               f"jaxlib {versions.installed_jax()} has no verified Shardy "
+                               "localiser (pjrtx/versions.py)")
     if force != "shardy":
         axis_names = {a for m in meshes.values() for a, _ in mesh_info(m, n)[0]}
         outside, inside = screen(main, axis_names)

@@ -13,6 +13,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
 
+from pjrtx import versions
 from pjrtx.frontend.partition.sharding import (
     PartitionInfo, ValueSharding, axis_ref_coord, axis_ref_size, coords_of_partition, dim_index,
     mesh_info, meshes_by_name, parse_sharding, read_shardings, sdy, value_mesh_names,
@@ -478,7 +479,7 @@ def _propagated_results(module, n: int, meshes: dict) -> dict:
         return {}
     try:
         work = ir.Module.parse(str(module))
-        passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(
+        passmanager.PassManager.parse(versions.shardy().propagate).run(
             work.operation)
         wmain = main_func(work)
         res, _, _ = read_shardings(wmain, meshes_by_name(work), "result")

@@ -23,6 +23,7 @@ import re
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
 
+from pjrtx import versions
 from pjrtx.frontend.partition.sharding import (
     ShardyUnsafe, mesh_info, meshes_by_name, value_sharding,
 )
@@ -105,7 +106,7 @@ def _propagated(module, n, target=TARGET) -> list:
     """(operand dims, result dims) per custom call of `target`, after
     Shardy's propagation on a copy of the module."""
     work = ir.Module.parse(str(module))
-    passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)").run(work.operation)
+    passmanager.PassManager.parse(versions.shardy().propagate).run(work.operation)
     main = main_func(work)
     meshes = meshes_by_name(work)
     out = []

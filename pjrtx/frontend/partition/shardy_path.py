@@ -11,6 +11,7 @@ import re
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
 
+from pjrtx import versions
 from pjrtx.frontend.partition import unreduced
 from pjrtx.frontend.partition.batch_calls import add_batch_rules, batch_layout, check_batch_calls
 from pjrtx.frontend.partition.checks import (
@@ -22,10 +23,9 @@ from pjrtx.frontend.partition.walk import (
     func_attr_list, func_type, is_ranked, main_func, nested_ops, op_name,
 )
 
-SHARDY_PIPELINE = (
-    "builtin.module(sdy-propagation-pipeline,"
-    "sdy-export-pipeline{enable-insert-explicit-collectives=true})")
-LOCAL_PIPELINE = "builtin.module(sdy-convert-global-to-local,sdy-drop-sharding-and-mesh)"
+# The pipelines (partition, then localize) are the installed jaxlib's, from
+# pjrtx/versions.py: jaxlibs without a verified localiser have None there and
+# every sharded program takes the global path (driver.localize).
 
 # Ops jaxlib 0.10.2's Shardy pipeline partitions correctly wherever their
 # operands are sharded (each family is checked against jax.jit on XLA:CPU in
@@ -168,7 +168,12 @@ def localize_shardy(module, n: int, meshes: dict, open_params=()) -> PartitionIn
     _close_unannotated_args(main, mesh_name, open_params)
     tag_user_collectives(main)
     add_batch_rules(main, mesh_name)
-    passmanager.PassManager.parse(SHARDY_PIPELINE).run(module.operation)
+    localize = versions.shardy().localize
+    if localize is None:
+        raise ShardyUnsafe(f"jaxlib {versions.installed_jax()} has no verified Shardy localiser "
+                           "(sdy-convert-global-to-local; pjrtx/versions.py)")
+    partition_pipeline, local_pipeline = localize
+    passmanager.PassManager.parse(partition_pipeline).run(module.operation)
     main = main_func(module)
 
     sums_of_unreduced = 0
@@ -180,7 +185,7 @@ def localize_shardy(module, n: int, meshes: dict, open_params=()) -> PartitionIn
     check_pads_gathers_scatters(main, meshes)
     args, _, _ = read_shardings(main, meshes, "arg")
     results, _, _ = read_shardings(main, meshes, "result")
-    passmanager.PassManager.parse(LOCAL_PIPELINE).run(module.operation)
+    passmanager.PassManager.parse(local_pipeline).run(module.operation)
     main = main_func(module)
     left = sorted({op_name(o) for o in nested_ops(module.operation)
                    if op_name(o).startswith("sdy.")})
