@@ -193,3 +193,62 @@ def attribute_names(attributes) -> list[str]:
     NamedAttributes in jaxlib 0.8.0's MLIR bindings and names from 0.8.1 on;
     indexing by position yields a NamedAttribute in both."""
     return [attributes[i].name for i in range(len(attributes))]
+
+
+# JAX internals the lowering rules and callbacks touch whose signatures
+# changed inside the supported range (read with inspect, so a release
+# between two tested ones gets whichever it has):
+#   jax.interpreters.mlir.aval_to_ir_type(ctx, aval)     ctx from 0.10.1 (before: aval)
+#   jax.interpreters.mlir.set_sharding(ctx, op, sharding) ctx from 0.10.1 (before: op, sharding)
+#   jax._src.callback.emit_python_callback(returns_token=) from 0.8.2
+# and primitive parameters the rules take with a default for releases that
+# do not pass them (pjrtx/lowerings/linalg_*.py):
+#   eigh_p `algorithm` (0.9.2 and older pass none), eig_p
+#   `enable_eigvec_derivs` (from 0.10.1), tridiagonal_solve_p
+#   `perturb_singular` (from 0.10.0).
+# Everything else pjrtx patches or reads (jax_plugin.py: donation list,
+# persistent-cache gate, Executable.as_text, MeshComputation.cost_analysis,
+# ArrayImpl.__dlpack__, compiler.backend_compile_and_load, util.register_cache;
+# coordinator.py: jax._src.distributed / _jax; export_targets.py:
+# export._export's custom-call list) is the same from 0.8.0 to 0.10.2.
+
+def _takes(fn, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def aval_to_ir_type(module_context, aval):
+    from jax._src.interpreters import mlir
+
+    if _takes(mlir.aval_to_ir_type, "ctx"):
+        return mlir.aval_to_ir_type(module_context, aval)
+    return mlir.aval_to_ir_type(aval)
+
+
+def set_sharding(module_context, op, sharding):
+    from jax._src.interpreters import mlir
+
+    if _takes(mlir.set_sharding, "ctx"):
+        return mlir.set_sharding(module_context, op, sharding)
+    return mlir.set_sharding(op, sharding)
+
+
+def callback_kwargs(fn, **kwargs) -> dict:
+    """kwargs without the ones `fn` (a JAX helper) does not take in this release
+    (emit_python_callback's returns_token before 0.8.2)."""
+    return {k: v for k, v in kwargs.items() if k != "returns_token" or _takes(fn, k)}
+
+
+def jax_at_least(version: str) -> bool:
+    return parse(installed_jax()) >= parse(version)
+
+
+# jax.lax API the tests write programs with that older releases refuse (the
+# StableHLO op allows it on every release; pjrtx's lowering is tested where
+# JAX can write the program):
+#   lax.broadcast_in_dim with unsorted broadcast_dimensions: from 0.10.0.
+UNSORTED_BROADCAST_DIMS = "0.10.0"

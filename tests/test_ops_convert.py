@@ -18,6 +18,7 @@ from jax.interpreters import mlir
 from jaxlib.mlir.dialects import stablehlo
 
 from oracle import assert_same
+from pjrtx import versions
 from test_ops_elementwise import FLOATS, INTS, check, float_edges, int_edges, name, x64_for
 
 TARGETS = [bool] + INTS + FLOATS + [np.complex64]
@@ -72,7 +73,7 @@ def test_convert_from_bool():
 raw_convert_p = Primitive("stablehlo_raw_convert")
 raw_convert_p.def_abstract_eval(lambda x, *, dtype: jax.core.ShapedArray(x.shape, dtype))
 mlir.register_lowering(raw_convert_p, lambda ctx, x, *, dtype: [
-    stablehlo.convert(mlir.aval_to_ir_type(ctx.module_context, ctx.avals_out[0]), x)])
+    stablehlo.convert(versions.aval_to_ir_type(ctx.module_context, ctx.avals_out[0]), x)])
 
 
 def test_convert_from_complex64():

@@ -16,6 +16,7 @@ from jax.interpreters import mlir
 from jaxlib.mlir.dialects import stablehlo
 
 from oracle import assert_same, primitives_per_call, sum_bound
+from pjrtx import versions
 from test_ops_elementwise import check, name, x64_for
 
 RTOL = {np.float16: 2e-3, ml_dtypes.bfloat16: 1e-2, np.float32: 1e-5, np.float64: 1e-12,
@@ -141,7 +142,7 @@ legacy_dot_p = Primitive("stablehlo_legacy_dot")
 legacy_dot_p.def_abstract_eval(
     lambda a, b: jax.core.ShapedArray(a.shape[:-1] + b.shape[1:], a.dtype))
 mlir.register_lowering(legacy_dot_p, lambda ctx, a, b: [
-    stablehlo.dot(mlir.aval_to_ir_type(ctx.module_context, ctx.avals_out[0]), a, b)])
+    stablehlo.dot(versions.aval_to_ir_type(ctx.module_context, ctx.avals_out[0]), a, b)])
 
 
 def test_legacy_dot_op():

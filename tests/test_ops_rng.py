@@ -21,6 +21,7 @@ from jax.interpreters import mlir
 from jaxlib.mlir.dialects import stablehlo
 
 from oracle import run_on
+from pjrtx import versions
 
 ALGORITHMS = {"THREE_FRY": lax.RandomAlgorithm.RNG_THREE_FRY,
               "PHILOX": lax.RandomAlgorithm.RNG_PHILOX,
@@ -115,8 +116,8 @@ def test_rng_bit_generator_large():
 def _raw_rbg_lowering(ctx, state, *, shape, dtype, algorithm):
     state_aval, bits_aval = ctx.avals_out
     return stablehlo.RngBitGeneratorOp(
-        mlir.aval_to_ir_type(ctx.module_context, state_aval),
-        mlir.aval_to_ir_type(ctx.module_context, bits_aval),
+        versions.aval_to_ir_type(ctx.module_context, state_aval),
+        versions.aval_to_ir_type(ctx.module_context, bits_aval),
         stablehlo.RngAlgorithmAttr.get(algorithm), state).results
 
 

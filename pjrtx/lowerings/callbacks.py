@@ -44,7 +44,7 @@ from jax._src.interpreters import mlir
 from jax._src.lib.mlir.dialects import hlo
 from jax._src.sharding_impls import SdyArray, SdyArrayList
 
-from pjrtx import PLATFORM
+from pjrtx import PLATFORM, versions
 from pjrtx._contract import load_extension
 
 TARGET = "pjrtx_callback"
@@ -242,7 +242,7 @@ def _emit(ctx, fn, name, operands, result_avals, has_side_effect, token, annotat
     _table[cb_id] = _Entry(fn, name, result_avals)
     keepalive = _Keepalive(cb_id)
     ctx.module_context.add_host_callback(keepalive)
-    result_types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in result_avals]
+    result_types = [versions.aval_to_ir_type(ctx.module_context, a) for a in result_avals]
     operands = list(operands)
     if token is not None:
         operands = [token, *operands]
@@ -252,9 +252,9 @@ def _emit(ctx, fn, name, operands, result_avals, has_side_effect, token, annotat
     if annotate == "debug":
         op_sharding = _debug_op_sharding(ctx)
         if op_sharding is not None:
-            mlir.set_sharding(ctx.module_context, op, op_sharding)
+            versions.set_sharding(ctx.module_context, op, op_sharding)
     elif annotate:
-        mlir.set_sharding(ctx.module_context, op, _op_sharding(ctx, sharding, token is not None))
+        versions.set_sharding(ctx.module_context, op, _op_sharding(ctx, sharding, token is not None))
     results = list(op.results)
     if token is not None:
         token, *results = results
@@ -275,8 +275,9 @@ def emit_python_callback(ctx, callback, token, operands, operand_avals, result_a
     if platforms != (PLATFORM,):
         return _jax_emit_python_callback(
             ctx, callback, token, operands, operand_avals, result_avals,
-            has_side_effect=has_side_effect, returns_token=returns_token,
-            partitioned=partitioned, sharding=sharding)
+            **versions.callback_kwargs(
+                _jax_emit_python_callback, has_side_effect=has_side_effect,
+                returns_token=returns_token, partitioned=partitioned, sharding=sharding))
     del operand_avals, returns_token, sharding  # one device; the token is threaded iff given
     if partitioned and result_avals:
         raise ValueError("Partitioned callback not supported with return values.")

@@ -40,7 +40,7 @@ def _slice_last(ctx, x, aval_in, aval_out, axis, start):
                          strides=[1] * nd)
 
 
-def _eigh_rule(ctx, operand, *, lower, sort_eigenvalues, subset_by_index, algorithm):
+def _eigh_rule(ctx, operand, *, lower, sort_eigenvalues, subset_by_index, algorithm=None):
     del sort_eigenvalues, algorithm  # eigenvalues always come back ascending
     a_aval, = ctx.avals_in
     v_aval, w_aval = ctx.avals_out
@@ -84,7 +84,7 @@ def _svd_rule(ctx, operand, *, full_matrices, compute_uv, subset_by_index, algor
 
 
 def _eig_rule(ctx, operand, *, compute_left_eigenvectors, compute_right_eigenvectors,
-              enable_eigvec_derivs, implementation):
+              implementation, enable_eigvec_derivs=False):
     del enable_eigvec_derivs, implementation
     return _call(ctx, "eig", operand, ctx.avals_out, left=compute_left_eigenvectors,
                  right=compute_right_eigenvectors)

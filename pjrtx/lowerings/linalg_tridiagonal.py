@@ -18,7 +18,7 @@ from ._custom_call import custom_call
 PLATFORM = "pjrtx"
 
 
-def _tridiagonal_solve_lowering(ctx, dl, d, du, b, *, perturb_singular):
+def _tridiagonal_solve_lowering(ctx, dl, d, du, b, *, perturb_singular=False):
     op = custom_call(ctx, "pjrtx_tridiagonal_solve", ctx.avals_out, [dl, d, du, b],
                      backend_config=f"perturb={int(bool(perturb_singular))}")
     return list(op.results)
