@@ -139,6 +139,27 @@ func.func public @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 }
 }"""
 
+# custom_call @mhlo.topk: how jaxlib 0.9.2 and older send lax.top_k (0.10.x
+# sends a composite, the case above); NaN is the largest, +0 above -0, ties in
+# index order. NumPy is the oracle: a stable sort of the negated total order.
+MHLO_TOPK_MLIR = """module @m {
+func.func public @main(%x: tensor<2x7xf32>) -> (tensor<2x4xf32>, tensor<2x4xi32>) {
+  %0:2 = stablehlo.custom_call @mhlo.topk(%x) {mhlo.attributes = {k = 4 : i64}, mhlo.version = 1 : i64}
+    : (tensor<2x7xf32>) -> (tensor<2x4xf32>, tensor<2x4xi32>)
+  return %0#0, %0#1 : tensor<2x4xf32>, tensor<2x4xi32>
+}
+}"""
+TOPK_ROWS = np.array([[1.0, -0.0, 0.0, 5.0, np.nan, 5.0, -3.0],
+                      [-np.inf, 2.0, -1.0, 2.0, np.inf, 0.5, -0.0]], np.float32)
+
+
+def _topk_oracle(x, k=4):
+    bits = x.view(np.int32)
+    total = np.where(bits < 0, bits ^ np.int32(0x7FFFFFFF), bits)  # IEEE total order
+    idx = np.argsort(~total, axis=-1, kind="stable")[:, :k].astype(np.int32)
+    return np.take_along_axis(x, idx, -1), idx
+
+
 # One device: collectives over a one-device group return their operands;
 # ids are 0; tokens are placeholders.
 COLLECTIVE_MLIR = """module @m {
@@ -276,6 +297,8 @@ def cases() -> list[Case]:
         Case("sort (multi-operand, descending), top_k composite", lambda a: (
             lax.sort((a, -a), num_keys=1), jnp.sort(a, descending=True), lax.top_k(a, 3)),
             (EDGE.reshape(2, 4),)),
+        Case("custom_call @mhlo.topk (jaxlib <= 0.9.2's top_k)", None, (TOPK_ROWS,),
+             mlir=MHLO_TOPK_MLIR, numpy_oracle=_topk_oracle),
         Case("custom_call @ApproxTopK (approx_max_k, approx_min_k over dim 0)", lambda a: (
             lax.approx_max_k(a, 2), lax.approx_min_k(a, 3, reduction_dimension=0)), (F32,)),
     ]

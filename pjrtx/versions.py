@@ -201,6 +201,7 @@ def attribute_names(attributes) -> list[str]:
 #   jax.interpreters.mlir.aval_to_ir_type(ctx, aval)     ctx from 0.10.1 (before: aval)
 #   jax.interpreters.mlir.set_sharding(ctx, op, sharding) ctx from 0.10.1 (before: op, sharding)
 #   jax._src.callback.emit_python_callback(returns_token=) from 0.8.2
+#   (OPTIONAL_KWARGS below)
 # and primitive parameters the rules take with a default for releases that
 # do not pass them (pjrtx/lowerings/linalg_*.py):
 #   eigh_p `algorithm` (0.9.2 and older pass none), eig_p
@@ -237,10 +238,17 @@ def set_sharding(module_context, op, sharding):
     return mlir.set_sharding(op, sharding)
 
 
-def callback_kwargs(fn, **kwargs) -> dict:
-    """kwargs without the ones `fn` (a JAX helper) does not take in this release
-    (emit_python_callback's returns_token before 0.8.2)."""
-    return {k: v for k, v in kwargs.items() if k != "returns_token" or _takes(fn, k)}
+# Keyword arguments JAX functions gained inside the supported range (the
+# release that added each): kwargs_for drops them where the installed
+# release's function does not take them; any other keyword passes as given.
+OPTIONAL_KWARGS = {
+    "returns_token": "0.8.2",     # jax._src.callback.emit_python_callback
+    "prevent_mlir_dce": "0.10.0",  # jax.lax.dce_sink
+}
+
+
+def kwargs_for(fn, **kwargs) -> dict:
+    return {k: v for k, v in kwargs.items() if k not in OPTIONAL_KWARGS or _takes(fn, k)}
 
 
 def jax_at_least(version: str) -> bool:
@@ -250,5 +258,17 @@ def jax_at_least(version: str) -> bool:
 # jax.lax API the tests write programs with that older releases refuse (the
 # StableHLO op allows it on every release; pjrtx's lowering is tested where
 # JAX can write the program):
-#   lax.broadcast_in_dim with unsorted broadcast_dimensions: from 0.10.0.
+#   lax.broadcast_in_dim with unsorted broadcast_dimensions: from 0.10.0;
+#   lax.linalg.tridiagonal_solve(perturb_singular=) and eigh_tridiagonal's
+#   eigenvectors: from 0.10.0;
+#   stablehlo.async_start/async_done and !stablehlo.future in jaxlib's
+#   StableHLO (so in programs a jaxlib can send): from 0.10.0.
 UNSORTED_BROADCAST_DIMS = "0.10.0"
+TRIDIAGONAL_PERTURB_SINGULAR = "0.10.0"
+STABLEHLO_ASYNC = "0.10.0"
+
+# What JAX's own callback lowering writes, which pjrtx's mirrors so lowered
+# text matches XLA's (pjrtx/lowerings/callbacks.py): the sharding of an
+# ordered callback's token result is maximal on the callback's device from
+# 0.10.2 on, and on no device (empty mesh) before.
+CALLBACK_TOKEN_ON_DEVICE = "0.10.2"

@@ -102,8 +102,12 @@ def test_plain_bytecode_and_portable_artifact():
     plan, _ = build(buf.getvalue())
     assert plan.text() == want
     # What jaxlib sends: a VHLO portable artifact at a given StableHLO version
-    # (jaxlib's own _jax.mlir.serialize_portable_artifact does the same).
-    for version in [stablehlo.get_current_version(), "1.13.7"]:
+    # (jaxlib's own _jax.mlir.serialize_portable_artifact does the same);
+    # 1.13.7 is jaxlib 0.10.2's target without the plugin attribute, and
+    # jaxlib 0.8.0's StableHLO only reaches 1.13.1.
+    current = stablehlo.get_current_version()
+    older = min("1.13.7", current, key=versions.parse)
+    for version in [current, older]:
         artifact = stablehlo.serialize_portable_artifact_str(CALL_AND_REDUCE, version)
         assert artifact.startswith(b"ML\xefR")
         plan, text = build(artifact)

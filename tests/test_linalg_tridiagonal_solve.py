@@ -9,6 +9,22 @@ import pytest
 from jax import lax
 
 from linalg_bounds import DTYPES, assert_rel, both, gamma, gepp_bound, rand
+from pjrtx import versions
+
+# jax before 0.10.0 has neither tridiagonal_solve(perturb_singular=) nor
+# eigh_tridiagonal's eigenvectors, which are built on it (pjrtx/versions.py):
+# those programs cannot be written there.
+PERTURB = versions.jax_at_least(versions.TRIDIAGONAL_PERTURB_SINGULAR)
+needs_perturb = pytest.mark.skipif(
+    not PERTURB, reason="this jax has no tridiagonal_solve(perturb_singular=) (added in 0.10.0)")
+
+
+def solver(perturb):
+    if not perturb:
+        return lax.linalg.tridiagonal_solve
+    if not PERTURB:
+        pytest.skip("this jax has no tridiagonal_solve(perturb_singular=) (added in 0.10.0)")
+    return lambda *a: lax.linalg.tridiagonal_solve(*a, perturb_singular=True)
 
 
 def dense(dl, d, du):
@@ -29,7 +45,7 @@ def test_random_systems(dtype, shape, k, perturb):
     rng = np.random.default_rng(sum(shape) + k)
     dl, d, du = (rand(rng, shape, dtype) for _ in range(3))
     b = rand(rng, shape + (k,), dtype)
-    f = lambda *a: lax.linalg.tridiagonal_solve(*a, perturb_singular=perturb)  # noqa: E731
+    f = solver(perturb)
     # GEPP on the dense matrix is the same elimination: both sides are
     # within gepp_bound of the exact solution.
     assert_rel(*both(f, dl, d, du, b), gepp_bound(dense(dl, d, du), dtype))
@@ -41,7 +57,7 @@ def test_zero_leading_pivot_needs_pivoting(perturb):
     d = np.float32([0, 1, 4, 1])
     du = np.float32([1, 3, 0.5, 0])
     b = np.float32([[1], [2], [3], [4]])
-    f = lambda *a: lax.linalg.tridiagonal_solve(*a, perturb_singular=perturb)  # noqa: E731
+    f = solver(perturb)
     assert_rel(*both(f, dl, d, du, b), gepp_bound(dense(dl, d, du), np.float32))
 
 
@@ -56,8 +72,9 @@ def test_singular_matrix():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(got[0]).all()
     np.testing.assert_allclose(got[1], want[1], rtol=gamma(2, np.float32))
-    pert = lambda *a: lax.linalg.tridiagonal_solve(*a, perturb_singular=True)  # noqa: E731
-    got, want = both(pert, dl, d, du, b)
+    if not PERTURB:
+        return
+    got, want = both(solver(True), dl, d, du, b)
     # Perturbed: finite and huge, as on CPU (the size of the perturbation is
     # only specified to its order, so the values are not compared).
     assert np.isfinite(got).all() and np.isfinite(want).all()
@@ -65,6 +82,7 @@ def test_singular_matrix():
     np.testing.assert_allclose(got[1], want[1], rtol=gamma(2, np.float32))
 
 
+@needs_perturb
 def test_perturbed_solve_finds_the_null_vector():
     # T - lam I for an eigenvalue lam of T is singular to working precision;
     # one perturbed solve (inverse iteration) returns a vector whose
@@ -81,8 +99,7 @@ def test_perturbed_solve_finds_the_null_vector():
     du = np.concatenate([beta, [0]]).astype(np.float32)
     d = (alpha - lam[j]).astype(np.float32)
     b = np.ones((n, 1), np.float32)
-    pert = lambda *a: lax.linalg.tridiagonal_solve(*a, perturb_singular=True)  # noqa: E731
-    for x in both(pert, dl, d, du, b):
+    for x in both(solver(True), dl, d, du, b):
         x = x[:, 0].astype(np.float64)
         x /= np.linalg.norm(x)
         # Rounding T - lam I to f32 moves it by about u ||T|| (a few u);
@@ -92,6 +109,7 @@ def test_perturbed_solve_finds_the_null_vector():
         assert sin <= 8 * n * gamma(1, np.float32) * np.linalg.norm(t, 2) / gap, sin
 
 
+@needs_perturb
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_eigh_tridiagonal_eigenvectors(dtype):
     rng = np.random.default_rng(6)

@@ -204,8 +204,10 @@ def _op_sharding(ctx, sharding, with_token: bool):
     if (with_token and config.use_shardy_partitioner.value and ctx.avals_out
             and isinstance(op_sharding, SdyArrayList)):
         first = op_sharding.shardings[0]
+        ids = first.logical_device_ids \
+            if versions.jax_at_least(versions.CALLBACK_TOKEN_ON_DEVICE) else ()
         op_sharding = SdyArrayList((SdyArray(mesh_shape=(), dim_shardings=(),
-                                             logical_device_ids=first.logical_device_ids),
+                                             logical_device_ids=ids),
                                     *op_sharding.shardings))
     return op_sharding
 
@@ -275,7 +277,7 @@ def emit_python_callback(ctx, callback, token, operands, operand_avals, result_a
     if platforms != (PLATFORM,):
         return _jax_emit_python_callback(
             ctx, callback, token, operands, operand_avals, result_avals,
-            **versions.callback_kwargs(
+            **versions.kwargs_for(
                 _jax_emit_python_callback, has_side_effect=has_side_effect,
                 returns_token=returns_token, partitioned=partitioned, sharding=sharding))
     del operand_avals, returns_token, sharding  # one device; the token is threaded iff given

@@ -313,8 +313,45 @@ Kernel lower_sort(LowerCtx& ctx) {
   };
 }
 
+// custom_call @mhlo.topk: what jaxlib 0.9.2 and older send for lax.top_k
+// (chlo.top_k legalized to a custom call; 0.10.x sends a stablehlo.composite
+// with its decomposition instead). The k largest (or, with `largest =
+// false`, smallest) along the last dimension in XLA's total order (NaN
+// above +inf, +0 above -0), ties in index order, with their int32 indices.
+Kernel lower_mhlo_topk(LowerCtx& ctx) {
+  const auto& inst = ctx.inst();
+  if (ctx.num_in() != 1 || ctx.num_out() != 2)
+    ctx.fail("custom_call @mhlo.topk expects (operand) -> (values, indices); got ", ctx.num_in(),
+             " operands and ", ctx.num_out(), " results");
+  const auto& x = ctx.in(0);
+  if (x.rank() < 1 || x.dtype == DType::kC64 || x.dtype == DType::kC128 || x.dtype == DType::kPred)
+    ctx.fail("custom_call @mhlo.topk takes a real operand of rank >= 1, got ", x.str());
+  int64_t k = inst.attr_int("mhlo.attributes.k", -1);
+  bool largest = inst.attr_bool("mhlo.attributes.largest", true);
+  compiler::Shape want = x.shape;
+  want.back() = k;
+  if (k < 0 || k > x.shape.back() || ctx.out(0).shape != want || ctx.out(0).dtype != x.dtype ||
+      ctx.out(1).shape != want || ctx.out(1).dtype != DType::kS32)
+    ctx.fail("custom_call @mhlo.topk k=", k, " of ", x.str(), " gives ", ctx.out(0).str(), ", ",
+             ctx.out(1).str());
+  DType t = x.dtype;
+  int count = static_cast<int>(k);
+  return [t, largest, count](RunState&, const Arrays& in) {
+    int axis = static_cast<int>(in[0].ndim()) - 1;
+    mx::array perm = mx::argsort(sort_key(in[0], t, largest, /*total=*/true), axis);  // stable
+    mx::Shape start(perm.ndim(), 0);
+    mx::Shape stop = perm.shape();
+    stop[axis] = count;
+    perm = mx::slice(perm, start, stop);
+    return Arrays{mx::take_along_axis(in[0], perm, axis), mx::astype(perm, mx::int32)};
+  };
+}
+
 }  // namespace
 
-void register_sort_ops(Registry& r) { r.add(compiler::Opcode::sort, lower_sort); }
+void register_sort_ops(Registry& r) {
+  r.add(compiler::Opcode::sort, lower_sort);
+  r.add_target("mhlo.topk", lower_mhlo_topk);
+}
 
 }  // namespace pjrtx::backend
