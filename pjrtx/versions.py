@@ -281,3 +281,25 @@ CALLBACK_TOKEN_ON_DEVICE = "0.10.2"
 # as much there.
 XLA_CPU_ACCURATE_CBRT = "0.10.0"
 XLA_CPU_CBRT_EPS_BEFORE = {"float16": 1.33, "float32": 7.67, "float64": 59.23}
+
+# Oracle defects in older jaxlibs' XLA:CPU with sub-byte types, each checked
+# against NumPy/ml_dtypes (pjrtx gives the NumPy answer): the release that
+# fixed it. Tests that compare with XLA:CPU there have no oracle before it.
+XLA_CPU_FIXED = {
+    # convert_element_type from int4/uint4 arrays reads the wrong nibbles
+    "int4 convert": "0.9.0",
+    # jnp.max/min/sort of float4_e2m1fn fails to compile (LLVM: invalid
+    # bitcast i8 to i4)
+    "float4 reduce": "0.10.1",
+    # a scalar int4/float4_e2m1fn pure_callback operand reads as 0
+    "sub-byte scalar callback": "0.10.2",
+}
+
+
+def xla_cpu_defect(name: str) -> str | None:
+    """Why XLA:CPU of the installed jaxlib is no oracle for `name`, or None."""
+    fixed = XLA_CPU_FIXED[name]
+    if jax_at_least(fixed):
+        return None
+    return (f"XLA:CPU of jaxlib {installed_jax()} gets {name} wrong (fixed in {fixed}; "
+            f"pjrtx/versions.py): no oracle to compare with")

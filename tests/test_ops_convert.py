@@ -172,6 +172,8 @@ def test_convert_bool_to_int4():
 def test_convert_from_int4(src):
     # Every 4-bit value to every type: s4 -1 is -1.0 and u32 0xffffffff, u4 15
     # is 15 everywhere.
+    if versions.xla_cpu_defect("int4 convert"):
+        pytest.skip(versions.xla_cpu_defect("int4 convert"))
     def f(x):
         out = {name(t): lax.convert_element_type(x, t) for t in TARGETS + SUBBYTE}
         # a 4-bit value read back after a round trip through a wide type

@@ -14,6 +14,7 @@ import pytest
 from jax import lax
 
 from oracle import run_on
+from pjrtx import versions
 
 SMALL = [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3,
          ml_dtypes.float8_e3m4, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2fnuz,
@@ -214,6 +215,8 @@ def test_mixed_fp8_dot_general(lhs, rhs):
 
 @pytest.mark.parametrize("dt", SMALL, ids=name)
 def test_reduce_max_and_sort_of_finite_values(dt):
+    if dt == ml_dtypes.float4_e2m1fn and versions.xla_cpu_defect("float4 reduce"):
+        pytest.skip(versions.xla_cpu_defect("float4 reduce"))
     v = computable_values(dt)
     rng = np.random.default_rng(2)
     x = rng.permutation(v)
