@@ -266,6 +266,11 @@ def jax_at_least(version: str) -> bool:
 UNSORTED_BROADCAST_DIMS = "0.10.0"
 TRIDIAGONAL_PERTURB_SINGULAR = "0.10.0"
 STABLEHLO_ASYNC = "0.10.0"
+# jax before 0.9.1 lowers a strided static index (x[1:, ::2]) to a gather
+# with iota indices, not a strided slice; pjrtx's small-value host path
+# takes slices but not gathers, so such a loop body keeps those ops on MLX
+# there (same results, more dispatches).
+STRIDED_INDEX_AS_SLICE = "0.9.1"
 
 # What JAX's own callback lowering writes, which pjrtx's mirrors so lowered
 # text matches XLA's (pjrtx/lowerings/callbacks.py): the sharding of an

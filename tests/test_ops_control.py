@@ -58,7 +58,7 @@ def test_cond():
 
 import contextlib  # noqa: E402
 
-from pjrtx import _pjrtx  # noqa: E402
+from pjrtx import _pjrtx, versions  # noqa: E402
 
 from oracle import assert_same_mlir  # noqa: E402
 
@@ -529,7 +529,13 @@ def test_host_small_slices_concatenates_and_random_bits():
     table = np.arange(24, dtype=np.int32).reshape(6, 4) * 7 - 50
     assert host_steps(f, buf, table) > 0
     prims = primitives_per_call(f, buf, table)
-    moved = [k for k in prims if any(op in k for op in ("Xor", "Shift", "Slice", "Concatenate"))]
+    host_ops = ("Xor", "Shift", "Slice", "Concatenate")
+    if not versions.jax_at_least(versions.STRIDED_INDEX_AS_SLICE):
+        # jax <= 0.9.0 writes grid[1:, ::2] as a gather, which stays on MLX
+        # with the slices and concatenates around it (pjrtx/versions.py);
+        # threefry's rotations still run on the host.
+        host_ops = ("Xor", "Shift")
+    moved = [k for k in prims if any(op in k for op in host_ops)]
     assert not moved, sorted(prims.items())
 
 
