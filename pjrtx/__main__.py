@@ -45,7 +45,8 @@ def doctor() -> int:
     print(f"jax        {jax_v}")
     print(f"jaxlib     {jaxlib_v}")
     print(f"supported  {versions_line(jax_v, jaxlib_v)}")
-    print(f"mlx        {version('mlx')} (C++ library {ext.mlx_version()})")
+    print(f"mlx        {version('mlx')} (C++ library {ext.mlx_version()}, pjrtx built "
+          f"against {getattr(ext, 'MLX_BUILD_VERSION', 'unknown')})")
     print(f"library    {os.path.realpath(ext.__file__)}")
     ok = True
     try:

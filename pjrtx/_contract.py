@@ -23,6 +23,11 @@ def load_extension():
         raise ImportError(
             f"pjrtx: the compiled extension speaks contract {have}, the Python package "
             f"{CONTRACT_VERSION}; reinstall pjrtx so both come from one build")
+    # The symbols matched, but MLX's C++ ABI is only promised within a release.
+    built = getattr(_pjrtx, "MLX_BUILD_VERSION", None)
+    if built and built != _pjrtx.mlx_version():
+        raise ImportError(mlx_mismatch_message(
+            f"built against mlx {built}, running with libmlx {_pjrtx.mlx_version()}"))
     return _pjrtx
 
 

@@ -47,6 +47,8 @@ def initialize():
     priority = int(env.get("PJRTX_PRIORITY"))
     xla_bridge.register_plugin(PLATFORM, priority=priority, library_path=ext.__file__)
     _register_lowerings()
+    if versions.release().pjrt_minor < versions.SHARDINGS_EXTENSION_MINOR:
+        _shardings_from_the_plan()
     _enable_donation()
     _enable_persistent_cache()
     _show_plan_as_text()
@@ -108,6 +110,51 @@ def _enable_donation():
             f"list in jax {_jax_version()}; donation cannot be enabled for pjrtx")
     if PLATFORM not in platforms:
         platforms.append(PLATFORM)
+
+
+def _shardings_from_the_plan():
+    # jaxlib before PJRT C API 0.91 (jax 0.9.0 and older) has no Shardings
+    # extension: it reads an executable's argument and result shardings from
+    # its HLO, which a plugin does not have, and JAX then gives each output
+    # it left to the compiler an UnspecifiedValue sharding, which fails when
+    # read. For pjrtx executables pxla gets the shardings the extension
+    # would report (the plan's, by fingerprint); other backends keep
+    # jaxlib's answer.
+    from jax._src.interpreters import pxla
+    from jax._src.lib import xla_client as xc
+
+    original = getattr(pxla, "get_op_sharding_from_executable", None)
+    if not callable(original):
+        raise RuntimeError(
+            f"pjrtx: pxla.get_op_sharding_from_executable is gone in jax {_jax_version()}")
+    if getattr(original, "_pjrtx_wrapped", False):
+        return
+
+    def proto(data: bytes):
+        s = xc.OpSharding()
+        s.ParseFromString(data)
+        return s
+
+    def get_op_sharding_from_executable(executable):
+        ins, outs = original(executable)
+        if ins and outs:
+            return ins, outs
+        if getattr(getattr(executable, "client", None), "platform", None) != PLATFORM:
+            return ins, outs
+        from pjrtx._contract import load_extension
+
+        fingerprint = executable.fingerprint
+        if isinstance(fingerprint, bytes):
+            fingerprint = fingerprint.decode()
+        got = load_extension().plan_shardings(fingerprint or "")
+        if got is None:
+            return ins, outs
+        args, results = got
+        return (list(ins) or [proto(b) for b in args]), (list(outs) or [proto(b) for b in results])
+
+    get_op_sharding_from_executable._pjrtx_wrapped = True
+    get_op_sharding_from_executable.__wrapped__ = original
+    pxla.get_op_sharding_from_executable = get_op_sharding_from_executable
 
 
 class _AsCachingPlatform:

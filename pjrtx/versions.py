@@ -251,6 +251,13 @@ def kwargs_for(fn, **kwargs) -> dict:
     return {k: v for k, v in kwargs.items() if k not in OPTIONAL_KWARGS or _takes(fn, k)}
 
 
+# PJRT C API features pjrtx offers that older jaxlibs do not ask for:
+#   the Shardings extension (executable argument/result shardings): 0.91
+#   (jaxlib 0.9.1). Older jaxlibs ask XLA's HLO for them and get none, so
+#   jax_plugin answers pxla's question from the plan instead.
+SHARDINGS_EXTENSION_MINOR = 91
+
+
 def jax_at_least(version: str) -> bool:
     return parse(installed_jax()) >= parse(version)
 

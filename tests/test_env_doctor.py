@@ -69,7 +69,9 @@ def test_doctor():
     assert re.search(rf"^jax\s+{re.escape(jax.__version__)}$", out, re.M)
     assert re.search(rf"^jaxlib\s+{re.escape(jaxlib.__version__)}$", out, re.M)
     assert re.search(rf"^mlx\s+{re.escape(metadata.version('mlx'))} \(C\+\+ library "
-                     rf"{re.escape(_pjrtx.mlx_version())}\)", out, re.M)
+                     rf"{re.escape(_pjrtx.mlx_version())}, pjrtx built against "
+                     rf"{re.escape(_pjrtx.MLX_BUILD_VERSION)}\)", out, re.M)
+    assert re.search(r"^supported\s+yes: jax ", out, re.M), out
     assert re.search(rf"^library\s+{re.escape(os.path.realpath(_pjrtx.__file__))}$", out, re.M) \
         or re.search(rf"^library\s+{re.escape(_pjrtx.__file__)}$", out, re.M)
     # auto: Metal on a Mac, CUDA where MLX's CUDA back end finds a GPU, else CPU.
@@ -78,7 +80,7 @@ def test_doctor():
     assert re.search(rf"^device\s+{backend} \(PJRTX_DEVICE=auto\)$", out, re.M), out
     assert re.search(rf"^devices\s+1 x {backend}, each with one executor thread "
                      r"\(PJRTX_DEVICES=1\)$", out, re.M), out
-    assert re.search(r"^PJRT API\s+0\.\d+$", out, re.M)
+    assert re.search(r"^PJRT API\s+0\.\d+ \(jaxlib \S+ speaks 0\.\d+\)$", out, re.M)
     kind = "cpu" if backend == "CPU" else "gpu"
     who = "MLX" if _pjrtx.mlx_rule("arg", kind, "float32") else "pjrtx"
     assert re.search(rf"^argmax\s+{who} picks the index on the {kind} device ", out, re.M), out

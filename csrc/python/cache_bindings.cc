@@ -47,6 +47,21 @@ void bind_cache(nb::module_& m) {
       nb::arg("fingerprint"),
       "The plan text of a live executable with this fingerprint, or None");
   m.def(
+      "plan_shardings",
+      [](const std::string& fingerprint) -> std::optional<nb::tuple> {
+        auto plan = runtime::find_plan(fingerprint);
+        if (!plan) return std::nullopt;
+        const auto& f = plan->entry_function();
+        nb::list args, results;
+        for (const auto& s : f.arg_shardings) args.append(nb::bytes(s.data(), s.size()));
+        for (const auto& s : f.result_shardings) results.append(nb::bytes(s.data(), s.size()));
+        return nb::make_tuple(args, results);
+      },
+      nb::arg("fingerprint"),
+      "(argument shardings, result shardings) of a live executable, each a list of serialized "
+      "xla.OpSharding protos (what the PJRT Shardings extension reports), or None. For jaxlibs "
+      "older than the extension (PJRT C API < 0.91: jax 0.9.0 and older).");
+  m.def(
       "plan_bytes",
       [](const std::string& fingerprint) -> std::optional<nb::bytes> {
         auto plan = runtime::find_plan(fingerprint);

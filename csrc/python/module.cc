@@ -38,6 +38,9 @@ NB_MODULE(_pjrtx, m) {
   profile_enabled();
   m.attr("__version__") = PJRTX_VERSION;
   m.def("mlx_version", &backend::mlx_version, "MLX version the extension runs with");
+  // CMakeLists.txt records the mlx it compiled against (MLX's C++ ABI
+  // changes between releases); pjrtx._contract compares the two at load.
+  m.attr("MLX_BUILD_VERSION") = PJRTX_MLX_BUILD_VERSION;
   m.def("distributed_available", &backend::distributed_backend_available, nb::arg("name"),
         "Whether MLX's distributed back end `name` (ring, mpi, nccl, jaccl) is available here");
   m.def(
