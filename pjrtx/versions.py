@@ -13,8 +13,12 @@ the installed jaxlib's own MLIR bindings. What still differs is here:
   Shardy localiser its MLIR bindings carry.
 - SHARDY: the Shardy pipeline pjrtx runs per localiser generation, with the
   defects known in it (pjrtx/frontend/partition/ reads it).
-- Small shims for jaxlib/JAX API drift (attribute_names, ...), each saying
-  which releases differ.
+- Small shims for jaxlib/JAX API drift (attribute_names, aval_to_ir_type,
+  set_sharding, kwargs_for), each saying which releases differ, and the
+  PJRT features older jaxlibs lack (SHARDINGS_EXTENSION_MINOR).
+- What the tests need to know: features a JAX release must have for a test
+  program to be writable (UNSORTED_BROADCAST_DIMS, ...) and the oracle's own
+  defects per jaxlib (XLA_CPU_FIXED, XLA_CPU_CBRT_EPS_BEFORE).
 - The support check (check(), message()) for import time and `doctor`.
 """
 from __future__ import annotations

@@ -158,3 +158,26 @@ def test_doctor_says_supported():
     p = _doctor_with_jax(jax.__version__)
     line = next(x for x in p.stdout.splitlines() if x.startswith("supported"))
     assert line.split()[1] == "yes:" and jax.__version__ in line
+
+
+def test_kwargs_for_drops_only_known_late_keywords():
+    def old_helper(x, *, has_side_effect):
+        return x
+
+    def new_helper(x, *, has_side_effect, returns_token=True):
+        return x
+
+    kw = dict(has_side_effect=True, returns_token=False)
+    assert versions.kwargs_for(old_helper, **kw) == {"has_side_effect": True}
+    assert versions.kwargs_for(new_helper, **kw) == kw
+    # a keyword not in OPTIONAL_KWARGS is never dropped: the call fails loudly
+    assert versions.kwargs_for(old_helper, typo=1) == {"typo": 1}
+
+
+def test_oracle_defects_name_the_fixing_release():
+    for name, fixed in versions.XLA_CPU_FIXED.items():
+        assert fixed in versions.RELEASES, name
+        why = versions.xla_cpu_defect(name)
+        assert (why is None) == versions.jax_at_least(fixed)
+        if why:
+            assert fixed in why and jax.__version__ in why
