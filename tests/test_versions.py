@@ -181,3 +181,14 @@ def test_oracle_defects_name_the_fixing_release():
         assert (why is None) == versions.jax_at_least(fixed)
         if why:
             assert fixed in why and jax.__version__ in why
+
+
+def test_grown_struct_at_the_callers_size(pjrtx_device):
+    """memory_analysis() calls PJRT_Executable_GetCompiledMemoryStats, whose
+    args grew at 0.90 and 0.104: jaxlib 0.8.0 sends the 0.80 size, which
+    pjrtx accepts and never writes past (it used to refuse it)."""
+    import jax.numpy as jnp
+
+    x = jax.device_put(jnp.ones((4, 4), jnp.float32), pjrtx_device)
+    m = jax.jit(lambda a: a * 2).lower(x).compile().memory_analysis()
+    assert m.argument_size_in_bytes == 64 and m.output_size_in_bytes == 64
