@@ -46,7 +46,7 @@ def initialize():
     ext.set_stablehlo_version(*(int(x) for x in stablehlo.get_current_version().split(".")))
     priority = int(env.get("PJRTX_PRIORITY"))
     xla_bridge.register_plugin(PLATFORM, priority=priority, library_path=ext.__file__)
-    _register_lowerings()
+    _register_jax_rules()
     if versions.release().pjrt_minor < versions.SHARDINGS_EXTENSION_MINOR:
         _shardings_from_the_plan()
     _enable_donation()
@@ -479,9 +479,9 @@ def _jaxlib_version() -> str:
         return ""
 
 
-def _register_lowerings():
+def _register_jax_rules():
     # A failure here must be seen: without these rules linalg and callbacks
     # fail later with JAX's "MLIR translation rule ... not found".
-    from pjrtx import lowerings
+    from pjrtx import jax_rules
 
-    lowerings.register_all()
+    jax_rules.register_all()

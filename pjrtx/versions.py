@@ -207,7 +207,7 @@ def attribute_names(attributes) -> list[str]:
 #   jax._src.callback.emit_python_callback(returns_token=) from 0.8.2
 #   (OPTIONAL_KWARGS below)
 # and primitive parameters the rules take with a default for releases that
-# do not pass them (pjrtx/lowerings/linalg_*.py):
+# do not pass them (pjrtx/jax_rules/linalg_*.py):
 #   eigh_p `algorithm` (0.9.2 and older pass none), eig_p
 #   `enable_eigvec_derivs` (from 0.10.1), tridiagonal_solve_p
 #   `perturb_singular` (from 0.10.0).
@@ -284,7 +284,7 @@ STABLEHLO_ASYNC = "0.10.0"
 STRIDED_INDEX_AS_SLICE = "0.9.1"
 
 # What JAX's own callback lowering writes, which pjrtx's mirrors so lowered
-# text matches XLA's (pjrtx/lowerings/callbacks.py): the sharding of an
+# text matches XLA's (pjrtx/jax_rules/callbacks.py): the sharding of an
 # ordered callback's token result is maximal on the callback's device from
 # 0.10.2 on, and on no device (empty mesh) before.
 CALLBACK_TOKEN_ON_DEVICE = "0.10.2"

@@ -463,7 +463,7 @@ def test_checkify_check_under_jit():
 
 
 def test_callables_are_freed_with_their_executables():
-    from pjrtx.lowerings import callbacks
+    from pjrtx.jax_rules import callbacks
 
     def compile_and_run(k):
         f = jax.jit(lambda v: jax.pure_callback(lambda a: a + k, SDS((), v.dtype), v))

@@ -8,7 +8,7 @@ import pytest
 from jax import export
 
 from pjrtx import _pjrtx
-from pjrtx.lowerings import export_targets
+from pjrtx.jax_rules import export_targets
 
 
 def _spd(n, batch=()):

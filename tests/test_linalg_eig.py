@@ -1,4 +1,4 @@
-"""Eigen and singular value decompositions (pjrtx/lowerings/linalg_eig.py,
+"""Eigen and singular value decompositions (pjrtx/jax_rules/linalg_eig.py,
 csrc/backend/mlx/ops/linalg_eig.cc, linalg_reduce.cc) against XLA:CPU
 (LAPACK) and NumPy.
 

@@ -1,6 +1,6 @@
 // Runs host callbacks for the back end (backend/mlx/host_callback.h): MLX's
 // CPU stream thread calls in with no GIL; we take it for the call only.
-// pjrtx.lowerings.callbacks._invoke looks the callable up by id, hands it
+// pjrtx.jax_rules.callbacks._invoke looks the callable up by id, hands it
 // NumPy arrays and returns its results checked against the declared types,
 // as C-contiguous arrays whose bytes we copy into the outputs.
 //
@@ -117,7 +117,7 @@ void run_callback(uint64_t id, const std::vector<backend::HostArray>& args,
   try {
     nb::list py_args;
     for (const auto& a : args) py_args.append(numpy_arg(a));
-    nb::object invoke = nb::module_::import_("pjrtx.lowerings.callbacks").attr("_invoke");
+    nb::object invoke = nb::module_::import_("pjrtx.jax_rules.callbacks").attr("_invoke");
     nb::object outs = invoke(id, py_args, results.size());
     for (size_t i = 0; i < results.size(); ++i) copy_result(id, i, outs[i], results[i]);
   } catch (nb::python_error& e) {

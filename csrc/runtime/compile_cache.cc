@@ -70,7 +70,7 @@ std::shared_ptr<const CompiledProgram> CompileCache::find(const std::string& key
 }
 
 void CompileCache::insert(const std::string& key, std::shared_ptr<const CompiledProgram> entry) {
-  // A program with host callbacks holds its callback ids (pjrtx/lowerings/
+  // A program with host callbacks holds its callback ids (pjrtx/jax_rules/
   // callbacks.py frees an id when the executable and its keepalive are
   // gone); a cached copy would keep every such id alive.
   if (plan_has_host_callbacks(*entry->plan)) return;

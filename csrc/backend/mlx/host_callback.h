@@ -1,6 +1,6 @@
 // Host callbacks (jax.pure_callback, io_callback, debug.callback/print,
 // checkify): `custom_call @pjrtx_callback` with backend_config "<id>" names
-// a Python callable that pjrtx.lowerings.callbacks holds in a table. The back
+// a Python callable that pjrtx.jax_rules.callbacks holds in a table. The back
 // end has no Python in it: the nanobind module installs the runner that calls
 // the table under the GIL (csrc/python/callback_hook.cc).
 //

@@ -34,7 +34,7 @@ _counter = itertools.count()
 
 
 INSPECT_TARGET = "InspectSharding"
-INSPECT_PREFIX = "pjrtx-inspect:"  # pjrtx.lowerings.inspect_sharding's keys
+INSPECT_PREFIX = "pjrtx-inspect:"  # pjrtx.jax_rules.inspect_sharding's keys
 
 
 def _calls(main, target=TARGET) -> list:
@@ -70,7 +70,7 @@ def run_inspect_sharding(module, n: int) -> int:
     """Calls each jax.debug.inspect_array_sharding callback with the sharding
     Shardy's propagation gave its value (as XLA's partitioner does, at
     compile time) and drops the call; returns how many."""
-    from pjrtx.lowerings import inspect_sharding
+    from pjrtx.jax_rules import inspect_sharding
 
     main = main_func(module)
     calls = _calls(main, INSPECT_TARGET)

@@ -1,5 +1,5 @@
 // custom_call @pjrtx_callback: a Python host callback as one host kernel
-// (host_kernel.h) on MLX's CPU stream. pjrtx.lowerings.callbacks emits it for
+// (host_kernel.h) on MLX's CPU stream. pjrtx.jax_rules.callbacks emits it for
 // jax.pure_callback, io_callback, debug.callback/print and checkify.
 //
 //   operands: [token?] data...   results: [token?] data...

@@ -1,5 +1,5 @@
 // Eigen and singular value decompositions: the custom calls that
-// pjrtx/lowerings/linalg_eig.py emits for eigh, svd and eig, computed with
+// pjrtx/jax_rules/linalg_eig.py emits for eigh, svd and eig, computed with
 // mx::linalg (LAPACK syevd/heevd, gesdd, geev) on a CPU stream, because MLX
 // has these on the CPU only; MLX fences the stream against the device's.
 // mx::linalg stops at complex64 (and its eig of f64 would come back in
@@ -56,7 +56,7 @@ Kernel lower_svd(LowerCtx& ctx) {
     ctx.fail("pjrtx_svd with compute_uv=", uv, " has ", ctx.num_out(), " results");
   if (ctx.in(0).num_elements() == 0) return empty_results(ctx);
   if (ctx.in(0).dtype == compiler::DType::kC128) return lower_svd_c128(ctx, full, uv);
-  // m == 0 or n == 0 lowers without a custom call (pjrtx/lowerings).
+  // m == 0 or n == 0 lowers without a custom call (pjrtx/jax_rules).
   int k = std::min(m, n);
   bool real = !compiler::is_complex(ctx.in(0).dtype);
   // MLX's gesdd computes u and vt in full (jobz 'A'): max(m, n)^2 elements.

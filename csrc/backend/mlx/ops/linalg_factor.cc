@@ -1,7 +1,7 @@
 // Factorizations and triangular solves: stablehlo.cholesky,
 // stablehlo.triangular_solve, and the custom calls JAX emits for geqrf
 // (@Qr), orgqr (@ProductOfElementaryHouseholderReflectors) and LU
-// (@LuDecomposition, also what pjrtx/lowerings/linalg_factor.py emits for
+// (@LuDecomposition, also what pjrtx/jax_rules/linalg_factor.py emits for
 // lu_p), and for geqp3 (@pjrtx_geqp3, emitted by the same file for
 // geqp3_p). Each runs as a host kernel (host_kernel.h) over the batch,
 // with the loops of ops/linalg_kernels.h; MLX's own linalg does not fit: its
@@ -234,7 +234,7 @@ Kernel lower_qr(LowerCtx& ctx) {
 
 // (a[..., m, n], jpvt s32[..., n]) -> (a packed as geqp3 leaves it, jpvt
 // 1-based, taus[..., min(m, n)]): geqp3_p's contract, with the lowering
-// rule (pjrtx/lowerings/linalg_factor.py) converting jpvt to s32 and back.
+// rule (pjrtx/jax_rules/linalg_factor.py) converting jpvt to s32 and back.
 Kernel lower_geqp3(LowerCtx& ctx) {
   const char* name = "custom_call @pjrtx_geqp3";
   if (ctx.num_in() != 2 || ctx.num_out() != 3) ctx.fail(name, " takes 2 operands, gives 3 results");

@@ -28,7 +28,7 @@ def _solve(data, indices, indptr, b):
 
 
 def _spsolve_rule(ctx, data, indices, indptr, b, *, tol, reorder):
-    from pjrtx.lowerings.callbacks import emit_callback
+    from pjrtx.jax_rules.callbacks import emit_callback
 
     del tol, reorder
     return emit_callback(ctx, _solve, "jax.experimental.sparse.linalg.spsolve",
@@ -42,6 +42,6 @@ def _register_rule(module) -> None:
 
 
 def register() -> None:
-    from pjrtx.lowerings._on_import import when_imported
+    from pjrtx.jax_rules._on_import import when_imported
 
     when_imported(MODULE, _register_rule)

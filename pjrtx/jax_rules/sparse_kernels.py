@@ -65,6 +65,6 @@ def _register_rules(module) -> None:
 
 
 def register() -> None:
-    from pjrtx.lowerings._on_import import when_imported
+    from pjrtx.jax_rules._on_import import when_imported
 
     when_imported(MODULE, _register_rules)

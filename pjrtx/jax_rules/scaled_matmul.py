@@ -37,6 +37,6 @@ def _register_rule(module) -> None:
 
 
 def register() -> None:
-    from pjrtx.lowerings._on_import import when_imported
+    from pjrtx.jax_rules._on_import import when_imported
 
     when_imported(MODULE, _register_rule)
