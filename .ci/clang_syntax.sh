@@ -43,10 +43,12 @@ fi
 MLX_INC="$("$PY" -m mlx --cmake-dir)/include"
 NB_INC="$("$PY" -m nanobind --include_dir)"
 PY_INC="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
-# -isystem for MLX as CMake does (imported target), so warnings in its
+# The compile definitions CMakeLists.txt gives; -isystem for MLX as CMake
+# does (imported target), so warnings in its
 # headers do not count; -Wno-unknown-warning-option: the build's -W flags
 # are GCC's.
 FLAGS=(-std=c++20 -stdlib=libc++ -fsyntax-only -fPIC -DPJRTX_VERSION='"dev"'
+       -DPJRTX_MLX_BUILD_VERSION='"dev"'
        -Icsrc -isystem "$MLX_INC" -isystem "$NB_INC" -isystem "$PY_INC"
        -D_LIBCPP_REMOVE_TRANSITIVE_INCLUDES -Wno-unknown-warning-option)
 
