@@ -4,7 +4,7 @@ host or folds at compile time.
 pjrtx computes some values without MLX: constant folding at lowering
 (`Lowerer::fold`), the host forms of small integer, pred, float and
 data-movement ops (`host_small`, `host_int`, `host_float`), the host lanes
-of segments, and the host fold of loop counters (`ops/host_fold.cc`). Each
+of segments, and the host fold of loop counters (`loops/host_fold.cc`). Each
 has its own copy of the op semantics, and the bugs they had were in how the
 pieces meet (a folded step recomputed by its host form from operands that
 had been released), not in one op: hand-written cases missed them.

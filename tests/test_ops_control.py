@@ -50,7 +50,7 @@ def test_cond():
 
 
 # ---------------------------------------------------------------------------
-# Counted loops (ops/counted_loop.h): loops whose trip count follows from the
+# Counted loops (loops/counted_loop.h): loops whose trip count follows from the
 # entry state run without a predicate read per iteration. `_pjrtx.loop_stats`
 # says which path ran and how many body runs it made, so these tests prove the
 # path as well as the answer. Loop state is integer or exactly representable
@@ -303,7 +303,7 @@ def test_condition_with_more_than_a_compare_is_general():
 
 
 # ---------------------------------------------------------------------------
-# Host-folded index arithmetic (ops/host_fold.h): in a counted loop's traced
+# Host-folded index arithmetic (loops/host_fold.h): in a counted loop's traced
 # blocks, scalar integer work on induction variables and constants is
 # computed on the host, exactly as StableHLO defines it, and its
 # instructions are skipped. Each op below runs on values that reach its edge

@@ -15,7 +15,7 @@
 #include "backend/mlx/mlx_device.h"
 #include "backend/mlx/process_group.h"
 #include "backend/mlx/graph_stats.h"
-#include "backend/mlx/loop_stats.h"
+#include "backend/mlx/loops/loop_stats.h"
 #include "backend/mlx/registry.h"
 #include "compiler/dense_pool.h"
 #include "pjrt/pjrt_entry_points.h"

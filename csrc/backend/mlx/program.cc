@@ -10,8 +10,8 @@
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/f64_scope.h"
 #include "backend/mlx/host_callback.h"
-#include "backend/mlx/host_small.h"
-#include "backend/mlx/loop_stats.h"
+#include "backend/mlx/host/host_small.h"
+#include "backend/mlx/loops/loop_stats.h"
 #include "backend/mlx/widen.h"
 #include "common/error.h"
 
@@ -427,7 +427,7 @@ std::optional<Kernel> Lowerer::fold(const Instruction& inst, const Kernel& kerne
   for (const auto& v : values) broadcast |= v.data_size() < v.size();
   // A small view (a broadcast, slice or transpose of a constant: threefry's
   // rotation counts) is stored dense, since eager runs hand it to host forms
-  // and those read only contiguous arrays (host_small.h); at most 64
+  // and those read only contiguous arrays (host/host_small.h); at most 64
   // elements, so no memory to speak of. A large one stays a view.
   for (auto& v : values)
     if (v.size() <= static_cast<size_t>(kHostSmallMaxElements) &&

@@ -28,7 +28,7 @@ struct LowerOptions {
   // PJRTX_COMPILE: when straight-line segments run through mx::compile.
   CompileTier compile_tier = CompileTier::kAuto;
   // PJRTX_HOST: which ops on small computed values run on the host
-  // (host_small.h).
+  // (host/host_small.h).
   HostMode host = HostMode::kAll;
   // PJRTX_LOOPS: where while loops run (loops/host_loop.h).
   LoopMode loops = LoopMode::kAuto;
@@ -87,7 +87,7 @@ class Lowerer final : public ProgramLowering {
   // the host: a call of it gets a segment of its own.
   bool host_work(const std::string& name, int depth = 0);
   // A native host form for a call the host runs step by step
-  // (host_small.h's threefry2x32_call), once checked against those steps.
+  // (host/host_small.h's threefry2x32_call), once checked against those steps.
   HostForm native_host_call(const compiler::Instruction& inst);
   std::map<std::string, bool> native_checked_;
   std::map<std::string, bool> host_work_;

@@ -57,7 +57,7 @@ struct RunState {
   CollectiveRun* collectives = nullptr;
   int64_t collective_seq = 0;
   // By ValueId, while tracing a block of counted-loop iterations: values
-  // the host computed (ops/host_fold.h) and put in their slots; the
+  // the host computed (loops/host_fold.h) and put in their slots; the
   // instructions that define them are skipped.
   const std::vector<uint8_t>* skip = nullptr;
   // Inside a general while loop whose predicate can be computed on the host
@@ -66,13 +66,13 @@ struct RunState {
 };
 
 using Kernel = std::function<Arrays(RunState&, const Arrays& operands)>;
-// An instruction's form on host values (host_small.h): computes the results
+// An instruction's form on host values (host/host_small.h): computes the results
 // into `out` and returns true, or returns false when the operands are not
 // all computed and small (the kernel runs instead).
 using HostForm = std::function<bool(const Arrays& operands, Arrays& out)>;
 
 // Which ops on small computed values have host forms (PJRTX_HOST,
-// host_small.h): none, the exact integer, pred and data-movement ones, or
+// host/host_small.h): none, the exact integer, pred and data-movement ones, or
 // those and f32/f64 arithmetic with one IEEE answer.
 enum class HostMode { kOff, kInt, kAll };
 
@@ -152,7 +152,7 @@ struct RegionProgram {
     Kernel kernel;
     const compiler::Instruction* inst;
     HostForm host;  // empty when the op has no host form
-    // A call of a function whose every step has a host form (host_small.h's
+    // A call of a function whose every step has a host form (host/host_small.h's
     // host_function): its callee's segments run on the host when they can.
     bool host_call = false;
     // Folded at lowering (its operands are constants): it hands out the same
@@ -166,7 +166,7 @@ struct RegionProgram {
   // mx::compile traces once and replays (fusing element-wise chains into
   // one kernel, dropping our per-step closures). Other steps run one by one.
   //
-  // A segment's host lane: the steps with a host form (host_small.h) whose
+  // A segment's host lane: the steps with a host form (host/host_small.h) whose
   // operands are constants, values from outside the segment or results of
   // other lane steps; a random key's threefry rounds, a sampler's counters.
   // A lane step whose inputs are computed when the segment runs (every

@@ -21,7 +21,7 @@
 #include <set>
 #include <vector>
 
-#include "backend/mlx/host_small.h"
+#include "backend/mlx/host/host_small.h"
 #include "backend/mlx/registry.h"
 #include "common/error.h"
 
@@ -346,7 +346,7 @@ void RegionProgram::run_segment(RunState& st, const Segment& seg) const {
   // Inside a traced loop block with host-folded values: the block is one
   // trace, so the steps run (skipping the folded ones) into it.
   if (st.skip != nullptr) return run_steps(st, seg.begin, seg.end);
-  // Inside a while loop whose bookkeeping runs on the host (host_small.h):
+  // Inside a while loop whose bookkeeping runs on the host (host/host_small.h):
   // a traced segment would turn those steps back into graph nodes.
   if (st.host_small && seg.host_steps) return run_steps(st, seg.begin, seg.end);
   // The host lane, where what it reads is computed: on the host, then the

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/mlx/dtype.h"
-#include "backend/mlx/host_kernel.h"
+#include "backend/mlx/host/host_kernel.h"
 #include "backend/mlx/loops/cxx_build.h"
 #include "backend/mlx/loops/cxx_prelude.h"
 #include "backend/mlx/loops/emit_cxx.h"

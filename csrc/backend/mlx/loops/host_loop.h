@@ -10,7 +10,7 @@
 // PJRTX_LOOP_WORK per op: work a host core does in about the time MLX
 // spends dispatching one primitive. PJRTX_LOOPS=host|mlx forces either way.
 //
-// The host form is one node of the MLX graph (host_kernel.h) on the CPU
+// The host form is one node of the MLX graph (host/host_kernel.h) on the CPU
 // stream: it waits for its inputs once, runs every iteration as machine code
 // with no Python and no GIL, and hands its results on; on a GPU device MLX
 // fences the streams, so the loop waits for the device once per loop.

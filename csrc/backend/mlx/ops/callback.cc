@@ -1,5 +1,5 @@
 // custom_call @pjrtx_callback: a Python host callback as one host kernel
-// (host_kernel.h) on MLX's CPU stream. pjrtx.jax_rules.callbacks emits it for
+// (host/host_kernel.h) on MLX's CPU stream. pjrtx.jax_rules.callbacks emits it for
 // jax.pure_callback, io_callback, debug.callback/print and checkify.
 //
 //   operands: [token?] data...   results: [token?] data...
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "backend/mlx/host_callback.h"
-#include "backend/mlx/host_kernel.h"
+#include "backend/mlx/host/host_kernel.h"
 #include "backend/mlx/ops/common.h"
 #include "common/error.h"
 

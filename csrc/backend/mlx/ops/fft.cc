@@ -27,7 +27,7 @@
 #include <cmath>
 #include <complex>
 
-#include "backend/mlx/host_kernel.h"
+#include "backend/mlx/host/host_kernel.h"
 #include "backend/mlx/ops/common.h"
 
 namespace pjrtx::backend {

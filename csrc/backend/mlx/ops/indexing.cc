@@ -6,9 +6,9 @@
 #include "backend/mlx/ops/indexing.h"
 #include "backend/mlx/ops/scatter_in_place.h"
 
-#include "backend/mlx/host_int.h"
-#include "backend/mlx/host_small.h"
-#include "backend/mlx/ops/host_fold.h"
+#include "backend/mlx/host/host_int.h"
+#include "backend/mlx/host/host_small.h"
+#include "backend/mlx/loops/host_fold.h"
 
 #include <algorithm>
 #include <complex>
@@ -25,7 +25,7 @@ using host_int::type_max;
 
 namespace {
 // clamp_index on the host, for indices already computed there (a loop's
-// bookkeeping, host_small.h): no nodes. `shape`: the result's shape (the
+// bookkeeping, host/host_small.h): no nodes. `shape`: the result's shape (the
 // index's own when null).
 std::optional<mx::array> clamp_on_host(const mx::array& idx, DType t, int64_t hi,
                                        const mx::Shape* shape = nullptr) {
@@ -238,7 +238,7 @@ int64_t batch_pos(const IndexPlan& p, int64_t d) {
 mx::array component(const IndexPlan& p, const mx::array& indices, int64_t k) {
   if (p.index_vector_dim >= p.indices_rank) return indices;  // implicit trailing 1
   if (auto v = computed_ints(indices); v && indices.dtype() == mx::int32) {
-    // Indices the host computed (a loop's bookkeeping, host_small.h): the
+    // Indices the host computed (a loop's bookkeeping, host/host_small.h): the
     // component on the host too, no nodes.
     const mx::Shape& sh = indices.shape();
     int64_t inner = 1;

@@ -3,7 +3,7 @@
 // (@Qr), orgqr (@ProductOfElementaryHouseholderReflectors) and LU
 // (@LuDecomposition, also what pjrtx/jax_rules/linalg_factor.py emits for
 // lu_p), and for geqp3 (@pjrtx_geqp3, emitted by the same file for
-// geqp3_p). Each runs as a host kernel (host_kernel.h) over the batch,
+// geqp3_p). Each runs as a host kernel (host/host_kernel.h) over the batch,
 // with the loops of ops/linalg_kernels.h; MLX's own linalg does not fit: its
 // cholesky ignores a failed factorization and its solve_triangular inverts
 // the matrix (and throws on a singular one) where XLA substitutes and
@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/mlx/host_kernel.h"
+#include "backend/mlx/host/host_kernel.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/ops/linalg_kernels.h"
 

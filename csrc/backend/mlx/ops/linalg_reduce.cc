@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "backend/mlx/dtype.h"
-#include "backend/mlx/host_kernel.h"
+#include "backend/mlx/host/host_kernel.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/ops/linalg_eig_util.h"
 #include "backend/mlx/ops/linalg_householder.h"

@@ -1,5 +1,5 @@
 // The loop counters of loop_stats.h.
-#include "backend/mlx/loop_stats.h"
+#include "backend/mlx/loops/loop_stats.h"
 
 #include <atomic>
 

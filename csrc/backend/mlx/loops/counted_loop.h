@@ -14,8 +14,8 @@
 #include <optional>
 #include <vector>
 
-#include "backend/mlx/host_int.h"
-#include "backend/mlx/loop_stats.h"
+#include "backend/mlx/host/host_int.h"
+#include "backend/mlx/loops/loop_stats.h"
 #include "backend/mlx/registry.h"
 
 namespace pjrtx::backend {

@@ -14,7 +14,7 @@ struct LoopStats {
   int64_t general_runs = 0;        // loop entries on the general path
   int64_t general_iterations = 0;  // body runs on the general path
   int64_t folded_iterations = 0;   // counted iterations with host-folded index arithmetic
-  int64_t host_steps = 0;          // steps computed on host values (host_small.h)
+  int64_t host_steps = 0;          // steps computed on host values (host/host_small.h)
 };
 LoopStats loop_stats();
 void record_loop(bool counted, int64_t iterations);

@@ -3,7 +3,7 @@
 // wrap, x / 0 = -1 (all ones), x % 0 = x, INT_MIN / -1 = INT_MIN and
 // INT_MIN % -1 = 0, shift counts outside [0, bits) give 0 or the sign fill.
 // Values are kept wrapped to their type, sign- or zero-extended; pred is 0
-// or 1. Counted loops fold index arithmetic with it (ops/host_fold.h) and
+// or 1. Counted loops fold index arithmetic with it (loops/host_fold.h) and
 // general loops compute their small values with it (host_small.h). The
 // index-clamp rule lives here too: the indexing lowerings (ops/indexing.h)
 // clamp on MLX by it, and the host tier and folding clamp host values by it.

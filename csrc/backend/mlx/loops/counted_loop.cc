@@ -1,4 +1,4 @@
-#include "backend/mlx/ops/counted_loop.h"
+#include "backend/mlx/loops/counted_loop.h"
 
 #include <cstdint>
 #include <mlx/ops.h>

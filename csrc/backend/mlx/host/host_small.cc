@@ -1,4 +1,4 @@
-#include "backend/mlx/host_small.h"
+#include "backend/mlx/host/host_small.h"
 
 #include <mlx/ops.h>
 
@@ -7,9 +7,9 @@
 #include <type_traits>
 
 #include "backend/mlx/dtype.h"
-#include "backend/mlx/host_float.h"
-#include "backend/mlx/host_int.h"
-#include "backend/mlx/host_small_detail.h"
+#include "backend/mlx/host/host_float.h"
+#include "backend/mlx/host/host_int.h"
+#include "backend/mlx/host/host_small_detail.h"
 
 namespace pjrtx::backend {
 

@@ -1,5 +1,5 @@
 // Host forms of small f32/f64 arithmetic (host_small.h).
-#include "backend/mlx/host_float.h"
+#include "backend/mlx/host/host_float.h"
 
 #include <cmath>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <mlx/ops.h>
 
 #include "backend/mlx/dtype.h"
-#include "backend/mlx/host_small_detail.h"
+#include "backend/mlx/host/host_small_detail.h"
 
 namespace pjrtx::backend {
 

@@ -1,4 +1,4 @@
-#include "backend/mlx/host_kernel.h"
+#include "backend/mlx/host/host_kernel.h"
 
 #include <mlx/allocator.h>
 #include <mlx/backend/cpu/encoder.h>

@@ -22,7 +22,7 @@
 // Only ops whose answer is defined bit for bit run here, so a value gets
 // the same bits whichever side computes it (which side does can depend on
 // whether an input has finished computing): integer and pred element-wise
-// ops (ops/host_fold.h's host_int), data movement of any type (select,
+// ops (loops/host_fold.h's host_int), data movement of any type (select,
 // broadcast_in_dim, reshape, iota, bitcast_convert), integer and pred
 // reductions, and f32/f64 arithmetic with one IEEE answer (+ - * /, sqrt,
 // compares, converts, XLA's max/min, reductions whose order cannot show).
@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/mlx/host_int.h"
+#include "backend/mlx/host/host_int.h"
 
 #include "backend/mlx/region_program.h"
 

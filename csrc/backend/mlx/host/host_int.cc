@@ -1,4 +1,4 @@
-#include "backend/mlx/host_int.h"
+#include "backend/mlx/host/host_int.h"
 
 #include <algorithm>
 #include <cstdint>

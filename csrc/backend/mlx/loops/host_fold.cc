@@ -1,4 +1,4 @@
-#include "backend/mlx/ops/host_fold.h"
+#include "backend/mlx/loops/host_fold.h"
 
 #include <mlx/ops.h>
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/mlx/host_int.h"
+#include "backend/mlx/host/host_int.h"
 #include "backend/mlx/region_program.h"
 
 namespace pjrtx::backend {

@@ -3,7 +3,7 @@
 // ops once JAX's sign fix-up and XLA's division-by-zero answers are spelled
 // out, and each op is an MLX primitive per iteration, several times the cost
 // of the buffer read and write the indices serve. The counted path knows
-// every induction variable's value on the host (ops/counted_loop.h), so the
+// every induction variable's value on the host (loops/counted_loop.h), so the
 // scalars computed from induction variables and constants alone are
 // computed here, exactly as StableHLO defines them (two's complement wrap,
 // x / 0 = -1, x % 0 = x, out-of-range shift counts), and enter the traced
@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "backend/mlx/host_int.h"
+#include "backend/mlx/host/host_int.h"
 #include "backend/mlx/lower_ctx.h"
-#include "backend/mlx/ops/counted_loop.h"
+#include "backend/mlx/loops/counted_loop.h"
 
 namespace pjrtx::backend {
 
