@@ -398,6 +398,32 @@ def test_a_loop_with_a_host_callback_stays_on_mlx_and_names_the_op():
     assert lines and all("loop mlx" in ln and "custom_call" in ln for ln in lines), lines
 
 
+MULTI_DEVICE = """
+    # Host loops of several devices at once: each device's executor runs its
+    # own (on its own MLX CPU stream); the answers are XLA:CPU's.
+    import numpy as np
+    def f(x):
+        return lax.fori_loop(0, 2000, lambda i, c: c * 0.9 + jnp.sin(c) * 0.05 + i * 1e-6, x)
+    xs = np.linspace(-1, 1, 4 * 8, dtype=np.float32).reshape(4, 8)
+    want = np.stack([np.asarray(jax.jit(f, device=jax.devices("cpu")[0])(x)) for x in xs])
+    got_pmap = np.asarray(jax.pmap(f, devices=jax.devices("pjrtx"))(xs))
+    outs = [jax.jit(f)(jax.device_put(x, d)) for x, d in zip(xs, jax.devices("pjrtx"))]
+    got_jit = np.stack([np.asarray(o) for o in outs])
+    assert len(jax.devices("pjrtx")) == 4
+    # Each side has its own sin (a few ulp apart) and XLA:CPU may contract
+    # the mul-adds: a step differs by at most ~4 ulp of |c| <= 1. The map
+    # contracts (|d/dc| <= 0.9 + 0.05), so the differences stay within
+    # 4 ulp / (1 - 0.95) = 80 ulp ~ 1e-5.
+    np.testing.assert_allclose(got_pmap, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_jit, want, rtol=1e-5, atol=1e-5)
+"""
+
+
+def test_loops_on_several_devices_run_on_the_host_at_once():
+    lines = _placements(_trace_of(MULTI_DEVICE, {"PJRTX_LOOPS": "host", "PJRTX_DEVICES": "4"}))
+    assert lines and all("loop host" in ln for ln in lines), lines
+
+
 def test_a_bad_pjrtx_loops_value_is_a_clear_error():
     code = ("import jax, jax.numpy as jnp\n"
             "jax.jit(lambda x: x + 1)(jnp.ones(2))\n")

@@ -1,10 +1,14 @@
 #include "backend/mlx/loops/host_loop.h"
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/mlx/dtype.h"
@@ -36,6 +40,46 @@ int64_t work_bound(bool gpu) {
   }
   return gpu ? 65536 : 8192;
 }
+
+// Host loops running at once, over every device of the process: at most one
+// per core. Each device's executor has its own MLX CPU stream thread (MLX's
+// default streams are per thread), so eight devices could otherwise run
+// eight loops on two cores; a loop holds no lock it waits on while it runs
+// and waits for nothing (a loop with a collective or callback stays on MLX),
+// so this cannot deadlock.
+class CoreSlots {
+ public:
+  CoreSlots() : free_(std::max(1u, std::thread::hardware_concurrency())) {}
+  void acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return free_ > 0; });
+    --free_;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++free_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  unsigned free_;
+};
+
+CoreSlots& core_slots() {
+  static auto* s = new CoreSlots();  // never destroyed: stream threads may outlive statics
+  return *s;
+}
+
+struct CoreSlot {
+  CoreSlot() { core_slots().acquire(); }
+  ~CoreSlot() { core_slots().release(); }
+  CoreSlot(const CoreSlot&) = delete;
+  CoreSlot& operator=(const CoreSlot&) = delete;
+};
 
 void decide(const compiler::Instruction& inst, const char* where, const std::string& why) {
   if (trace_enabled()) trace(std::string("loop ") + where, 0, 0, why + " " + inst.loc);
@@ -104,6 +148,7 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
       ins.push_back(*st.slots[v]);
     }
     return host_kernel("pjrtx_host_loop", ins, shapes, dtypes, [fn, loc](const Arrays& i, Arrays& o) {
+      CoreSlot slot;
       ProfileScope span("run", "host loop");
       std::vector<const void*> ip(i.size());
       std::vector<void*> op(o.size());
