@@ -3,11 +3,13 @@ rows agree with each other and with the installed jax, and a jax outside the
 tested range gets a message that names the versions, never an exception."""
 import subprocess
 import sys
+import tempfile
 import warnings
 
 import jax
 import pytest
 
+from _procs import child_env
 from pjrtx import versions
 
 
@@ -140,8 +142,12 @@ def _doctor_with_jax(version: str) -> subprocess.CompletedProcess:
         f"md.version = lambda d: {version!r} if d in ('jax', 'jaxlib') else real(d)\n"
         "from pjrtx.__main__ import main\n"
         "sys.exit(main(['doctor']))\n")
+    # The child imports the same pjrtx as this process, from outside the
+    # checkout: in CI the source tree would shadow the installed package,
+    # and doctor would then hand over to the installed one, unpatched.
     return subprocess.run([sys.executable, "-W", "always", "-c", code],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=child_env(),
+                          cwd=tempfile.gettempdir())
 
 
 @pytest.mark.parametrize("version, word", [("0.7.2", "no:"), ("0.11.0", "untested:")])
