@@ -19,6 +19,7 @@ Registry::Registry()
   register_pad_ops(*this);
   register_bitcast_ops(*this);
   register_sort_ops(*this);
+  register_mhlo_chlo_ops(*this);
   register_approx_top_k_ops(*this);
   register_control_ops(*this);
   register_reduce_window_ops(*this);

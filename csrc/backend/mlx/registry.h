@@ -73,6 +73,7 @@ void register_indexing_ops(Registry& r);
 void register_pad_ops(Registry& r);
 void register_bitcast_ops(Registry& r);
 void register_sort_ops(Registry& r);
+void register_mhlo_chlo_ops(Registry& r);
 void register_approx_top_k_ops(Registry& r);
 void register_control_ops(Registry& r);
 void register_reduce_window_ops(Registry& r);

@@ -33,6 +33,22 @@ struct Unsupported {
   throw Unsupported{inst.where() + (what.empty() ? "" : ": " + what)};
 }
 
+// The CHLO ops jaxlib 0.8.0 to 0.9.0 send as custom_call @mhlo.<op>
+// (ops/mhlo_chlo.cc): the C++ function each calls on a real float, or
+// nullptr for any other target.
+const char* mhlo_chlo_function(const Instruction& inst) {
+  if (inst.op != Opcode::custom_call) return nullptr;
+  const std::string t = inst.attr_str("call_target_name", "");
+  if (t == "mhlo.erf") return "std::erf";
+  if (t == "mhlo.acos") return "std::acos";
+  if (t == "mhlo.asin") return "std::asin";
+  if (t == "mhlo.acosh") return "std::acosh";
+  if (t == "mhlo.atanh") return "std::atanh";
+  if (t == "mhlo.sinh") return "std::sinh";
+  if (t == "mhlo.cosh") return "std::cosh";
+  return nullptr;
+}
+
 const char* ctype(DType t) {
   switch (t) {
     case DType::kPred: return "bool";
@@ -192,7 +208,7 @@ class Emitter {
       if (!ctype(type(v).dtype)) unsupported(inst, "element type " + type(v).str());
     for (ValueId v : inst.results)
       if (!ctype(type(v).dtype)) unsupported(inst, "element type " + type(v).str());
-    if (!supported_op(inst.op)) unsupported(inst);
+    if (!supported_op(inst.op) && !mhlo_chlo_function(inst)) unsupported(inst);
     for (const Region& r : inst.regions) {
       for (ValueId p : r.params)
         if (!ctype(type(p).dtype)) unsupported(inst, "region parameter type " + type(p).str());
@@ -684,6 +700,9 @@ class Emitter {
       case Opcode::cosine: return float_only("std::cos");
       case Opcode::tan: return float_only("std::tan");
       case Opcode::tanh: return float_only("std::tanh");
+      case Opcode::custom_call:
+        if (const char* f = mhlo_chlo_function(inst)) return float_only(f);
+        unsupported(inst);
       case Opcode::floor: return float_only("std::floor");
       case Opcode::ceil: return float_only("std::ceil");
       case Opcode::round_nearest_even: return float_only("h_rne");
