@@ -112,6 +112,30 @@ def _enable_donation():
         platforms.append(PLATFORM)
 
 
+def _wrap_once(owner, name: str, label: str, consequence: str = ""):
+    """Replace the JAX internal `owner.<name>` with a pjrtx wrapper, once.
+
+    Returns (install, original): decorate the wrapper with `install`, which
+    marks it and puts it in place. A renamed internal raises here, naming it
+    (pjrtx must fail loudly, not run without the fix); a second call (a
+    re-import of the plugin) returns install=None and leaves the first
+    wrapper in place."""
+    original = getattr(owner, name, None)
+    if not callable(original):
+        raise RuntimeError(f"pjrtx: {label} is gone in jax {_jax_version()}"
+                           + (f"; {consequence}" if consequence else ""))
+    if getattr(original, "_pjrtx_wrapped", False):
+        return None, original
+
+    def install(wrapper):
+        wrapper._pjrtx_wrapped = True
+        wrapper.__wrapped__ = original
+        setattr(owner, name, wrapper)
+        return wrapper
+
+    return install, original
+
+
 def _shardings_from_the_plan():
     # jaxlib before PJRT C API 0.91 (jax 0.9.0 and older) has no Shardings
     # extension: it reads an executable's argument and result shardings from
@@ -123,11 +147,9 @@ def _shardings_from_the_plan():
     from jax._src.interpreters import pxla
     from jax._src.lib import xla_client as xc
 
-    original = getattr(pxla, "get_op_sharding_from_executable", None)
-    if not callable(original):
-        raise RuntimeError(
-            f"pjrtx: pxla.get_op_sharding_from_executable is gone in jax {_jax_version()}")
-    if getattr(original, "_pjrtx_wrapped", False):
+    install, original = _wrap_once(pxla, "get_op_sharding_from_executable",
+                                   "pxla.get_op_sharding_from_executable")
+    if install is None:
         return
 
     def proto(data: bytes):
@@ -135,6 +157,7 @@ def _shardings_from_the_plan():
         s.ParseFromString(data)
         return s
 
+    @install
     def get_op_sharding_from_executable(executable):
         ins, outs = original(executable)
         if ins and outs:
@@ -151,10 +174,6 @@ def _shardings_from_the_plan():
             return ins, outs
         args, results = got
         return (list(ins) or [proto(b) for b in args]), (list(outs) or [proto(b) for b in results])
-
-    get_op_sharding_from_executable._pjrtx_wrapped = True
-    get_op_sharding_from_executable.__wrapped__ = original
-    pxla.get_op_sharding_from_executable = get_op_sharding_from_executable
 
 
 class _AsCachingPlatform:
@@ -179,22 +198,17 @@ def _enable_persistent_cache():
     # bookkeeping) as JAX wrote it. A renamed function must fail here.
     from jax._src import compilation_cache
 
-    original = getattr(compilation_cache, "is_cache_used", None)
-    if not callable(original):
-        raise RuntimeError(
-            "pjrtx: jax._src.compilation_cache.is_cache_used is gone in jax "
-            f"{_jax_version()}; the persistent compilation cache cannot be enabled for pjrtx")
-    if getattr(original, "_pjrtx_wrapped", False):
+    install, original = _wrap_once(
+        compilation_cache, "is_cache_used", "jax._src.compilation_cache.is_cache_used",
+        "the persistent compilation cache cannot be enabled for pjrtx")
+    if install is None:
         return
 
+    @install
     def is_cache_used(backend):
         if getattr(backend, "platform", None) == PLATFORM:
             backend = _AsCachingPlatform(backend)
         return original(backend)
-
-    is_cache_used._pjrtx_wrapped = True
-    is_cache_used.__wrapped__ = original
-    compilation_cache.is_cache_used = is_cache_used
 
 
 # Plan opcodes of the collectives -> their HLO text names.
@@ -226,13 +240,15 @@ def _lowered_cost_analysis():
     from jax._src.interpreters import pxla
     from jax._src.lib import _jax
 
-    original = getattr(pxla.MeshComputation, "cost_analysis", None)
-    if not callable(original) or not hasattr(_jax, "hlo_module_cost_analysis"):
+    if not hasattr(_jax, "hlo_module_cost_analysis"):
         raise RuntimeError(
-            f"pjrtx: MeshComputation.cost_analysis is gone in jax {_jax_version()}")
-    if getattr(original, "_pjrtx_wrapped", False):
+            f"pjrtx: jaxlib's hlo_module_cost_analysis is gone in jax {_jax_version()}")
+    install, original = _wrap_once(pxla.MeshComputation, "cost_analysis",
+                                   "MeshComputation.cost_analysis")
+    if install is None:
         return
 
+    @install
     def cost_analysis(self):
         backend = self.compile_args["backend"]
         if getattr(backend, "platform", None) != PLATFORM:
@@ -244,9 +260,6 @@ def _lowered_cost_analysis():
                 "pjrtx: Lowered.cost_analysis uses XLA:CPU's cost model, and the cpu "
                 f"backend is not loaded ({e})") from None
         return _jax.hlo_module_cost_analysis(cpu, self.hlo().as_hlo_module())
-
-    cost_analysis._pjrtx_wrapped = True
-    pxla.MeshComputation.cost_analysis = cost_analysis
 
 
 def _show_plan_as_text():
@@ -263,13 +276,12 @@ def _show_plan_as_text():
     # "all-gather" or "all-reduce" is, or is not, in the compiled program).
     from jax._src import stages
 
-    original = getattr(stages.Executable, "as_text", None)
-    if not callable(original):
-        raise RuntimeError(
-            f"pjrtx: jax._src.stages.Executable.as_text is gone in jax {_jax_version()}")
-    if getattr(original, "_pjrtx_wrapped", False):
+    install, original = _wrap_once(stages.Executable, "as_text",
+                                   "jax._src.stages.Executable.as_text")
+    if install is None:
         return
 
+    @install
     def as_text(self):
         exe = self.xla_extension_executable()
         client = getattr(exe, "client", None)
@@ -283,10 +295,6 @@ def _show_plan_as_text():
             if text is not None:
                 return hlo_spelled_collectives(text)
         return original(self)
-
-    as_text._pjrtx_wrapped = True
-    as_text.__wrapped__ = original
-    stages.Executable.as_text = as_text
 
 
 def _enable_dlpack():
@@ -305,12 +313,11 @@ def _enable_dlpack():
     from jax._src import array
 
     impl = array.ArrayImpl
-    original_dlpack = getattr(impl, "__dlpack__", None)
     original_device = getattr(impl, "__dlpack_device__", None)
-    if not callable(original_dlpack) or not callable(original_device):
-        raise RuntimeError(
-            f"pjrtx: jax.Array.__dlpack__ is gone in jax {_jax_version()}")
-    if getattr(original_dlpack, "_pjrtx_wrapped", False):
+    if not callable(original_device):
+        raise RuntimeError(f"pjrtx: jax.Array.__dlpack_device__ is gone in jax {_jax_version()}")
+    install, original_dlpack = _wrap_once(impl, "__dlpack__", "jax.Array.__dlpack__")
+    if install is None:
         return
 
     def on_pjrtx(x) -> bool:
@@ -331,6 +338,7 @@ def _enable_dlpack():
             raise BufferError("__dlpack__ only supported for unsharded arrays.")
         return kdlcpu(), 0
 
+    @install
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if not on_pjrtx(self):
             return original_dlpack(self, stream=stream, max_version=max_version,
@@ -365,9 +373,6 @@ def _enable_dlpack():
             return host.__dlpack__()
         return host.__dlpack__(max_version=tuple(max_version))
 
-    __dlpack__._pjrtx_wrapped = True
-    __dlpack__.__wrapped__ = original_dlpack
-    impl.__dlpack__ = __dlpack__
     impl.__dlpack_device__ = __dlpack_device__
 
     # jax.dlpack.from_dlpack(x) of a pjrtx array would otherwise go through
@@ -377,10 +382,11 @@ def _enable_dlpack():
     import jax.dlpack
     from jax._src import sharding as sharding_mod
 
-    original_from = jax.dlpack.from_dlpack
-    if getattr(original_from, "_pjrtx_wrapped", False):
+    install_from, original_from = _wrap_once(jax.dlpack, "from_dlpack", "jax.dlpack.from_dlpack")
+    if install_from is None:
         return
 
+    @install_from
     def from_dlpack(external_array, device=None, copy=None):
         if not (isinstance(external_array, impl) and on_pjrtx(external_array)
                 and len(external_array.sharding.device_set) == 1):
@@ -403,10 +409,7 @@ def _enable_dlpack():
             return jax.device_put(external_array, device)
         return jnp.array(external_array, copy=True) if copy else external_array
 
-    from_dlpack._pjrtx_wrapped = True
-    from_dlpack.__wrapped__ = original_from
     from_dlpack.__doc__ = original_from.__doc__
-    jax.dlpack.from_dlpack = from_dlpack
 
 
 _validated_overrides: set = set()
@@ -446,22 +449,17 @@ def _check_overrides_as_xla_does(overrides) -> None:
 def _validate_compiler_options():
     from jax._src import compiler
 
-    original = getattr(compiler, "backend_compile_and_load", None)
-    if not callable(original):
-        raise RuntimeError(
-            f"pjrtx: jax._src.compiler.backend_compile_and_load is gone in jax {_jax_version()}")
-    if getattr(original, "_pjrtx_wrapped", False):
+    install, original = _wrap_once(compiler, "backend_compile_and_load",
+                                   "jax._src.compiler.backend_compile_and_load")
+    if install is None:
         return
 
+    @install
     def backend_compile_and_load(backend, module, executable_devices, options, host_callbacks):
         overrides = getattr(options, "env_option_overrides", None)
         if overrides and getattr(backend, "platform", None) == PLATFORM:
             _check_overrides_as_xla_does(overrides)
         return original(backend, module, executable_devices, options, host_callbacks)
-
-    backend_compile_and_load._pjrtx_wrapped = True
-    backend_compile_and_load.__wrapped__ = original
-    compiler.backend_compile_and_load = backend_compile_and_load
 
 
 def _jax_version() -> str:
