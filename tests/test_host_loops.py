@@ -28,6 +28,8 @@ under PJRTX_LOOPS=host.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -295,14 +297,22 @@ def test_threefry_random_in_a_loop():
     check(f, jax.random.key_data(jax.random.PRNGKey(42)))
 
 
+def _scramble(ys):
+    # Enough ops (over 48) that a callee holding them is emitted once as a
+    # C++ function rather than inlined at each call site.
+    for c in range(1, 20):
+        ys = (ys * 3 + c) ^ (ys >> 2)
+    return ys
+
+
 def test_a_function_called_from_several_places_in_a_loop():
-    # A nested jit is a func.call; called at three places (once from another
-    # callee) it is emitted once as a C++ function over views of its
-    # operands: big (heap) and small buffers, a result returned twice, an
+    # A nested jit is a func.call; a big one called at three places (once
+    # from another callee) is emitted once as a C++ function over views of
+    # its operands: big (heap) and small buffers, a result returned twice, an
     # operand that is also loop state the caller goes on reading.
     @jax.jit
     def g(xs, k):
-        ys = xs.at[k % xs.shape[0]].add(k.astype(xs.dtype))
+        ys = _scramble(xs.at[k % xs.shape[0]].add(k.astype(xs.dtype)))
         return ys, ys, (k * 3 + 1) % 1000
 
     @jax.jit
@@ -317,6 +327,50 @@ def test_a_function_called_from_several_places_in_a_loop():
             return h(b + c, k3) - xs, k3
         return lax.fori_loop(0, 20, body, (xs, k))
     check(f, np.arange(600, dtype=np.int32), np.int32(7))
+
+
+def _emitted_source(f, args, tmp_path) -> str:
+    """The C++ the engine emits for f's loops: a compiler wrapper (CXX) keeps
+    a copy of each source it builds, in a cache folder of this test's own."""
+    dump = tmp_path / "src"
+    dump.mkdir()
+    wrapper = tmp_path / "cxx.sh"
+    real = os.environ.get("CXX") or "c++"
+    wrapper.write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in *.cc) cp "$a" '
+                       f'{shlex.quote(str(dump))}/ ;; esac; done\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    saved = {k: os.environ.get(k) for k in ("CXX", "PJRTX_CACHE_DIR", "PJRTX_LOOPS")}
+    os.environ.update(CXX=str(wrapper), PJRTX_CACHE_DIR=str(tmp_path / "cache"), PJRTX_LOOPS="host")
+    try:
+        placed = [jax.device_put(a, jax.devices("pjrtx")[0]) for a in args]
+        jax.block_until_ready(jax.jit(_fresh(f))(*placed))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return "\n".join(p.read_text() for p in sorted(dump.glob("*.cc")))
+
+
+def test_a_big_callee_is_emitted_once_and_a_small_one_inlined_at_each_site(tmp_path):
+    # jnp.remainder is a nested jit of a dozen ops: inlined at each site, its
+    # constant divisor reaches the C++ compiler (a mask, not a division).
+    @jax.jit
+    def big(xs):
+        return _scramble(xs)
+
+    def f(xs, k):
+        def body(i, s):
+            xs, k = s
+            n = xs.shape[0]
+            return (big(xs) - big(xs[::-1])).at[i % n].set(xs[(i * 7919) % n]), (k * 7919 + i) % 4096
+        return lax.fori_loop(0, 5, body, (xs, k))
+    args = (np.arange(64, dtype=np.int32), np.int32(11))
+    src = _emitted_source(f, args, tmp_path)
+    outlined = re.findall(r"static void fn\d+_(\w+)\(", src)
+    assert [n for n in outlined if "big" in n] and not [n for n in outlined if "remainder" in n], outlined
+    check(f, *args)
 
 
 # ---------------------------------------------------------------- captured values and donation

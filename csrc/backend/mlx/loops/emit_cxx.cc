@@ -177,8 +177,10 @@ class Emitter {
   // time from inside its case/if branches (emit_region sets it).
   std::set<std::string> dying_;
   // Call sites of each callee in the loop tree (callees' bodies included);
-  // a callee with several becomes one C++ function (emit_call).
+  // a big callee with several becomes one C++ function (emit_call).
   std::map<std::string, int> call_sites_;
+  // Instructions in each callee, nested regions and callees included.
+  std::map<std::string, int64_t> callee_ops_;
   struct Outlined {
     std::string fn;
     int64_t work = 0, ops = 0;
@@ -520,12 +522,37 @@ class Emitter {
   }
 
   // A callee called from one place is inlined (its operands may be taken
-  // over at their last use); one called from several is emitted once as a
-  // function over views of its operands, so a body that calls threefry at
-  // five places compiles it once.
+  // over at their last use); a big one called from several is emitted once
+  // as a function over views of its operands, so a body that calls threefry
+  // at five places compiles it once. A small one (jnp.remainder's dozen
+  // ops) is inlined at every site all the same: there its operands are
+  // often constants the C++ compiler folds in (x % 4096 becomes a mask, not
+  // an integer division), which a shared function hides from it.
+  static constexpr int64_t kOutlineOps = 48;
+
+  int64_t ops_in(const compiler::Region& r) {
+    int64_t n = 0;
+    for (const Instruction& i : r.body) {
+      ++n;
+      for (const compiler::Region& sub : i.regions) n += ops_in(sub);
+      if (i.op == Opcode::call) n += callee_ops(i.attr_str("callee"));
+    }
+    return n;
+  }
+
+  int64_t callee_ops(const std::string& callee) {
+    auto it = callee_ops_.find(callee);
+    if (it != callee_ops_.end()) return it->second;
+    callee_ops_[callee] = 0;  // a recursive call counts nothing (check_tree refuses it)
+    const int64_t n = ops_in(plan_.find_function(callee)->body);
+    callee_ops_[callee] = n;
+    return n;
+  }
+
   void emit_call(const Instruction& inst, const std::vector<bool>& consume) {
     const std::string callee = inst.attr_str("callee");
-    if (call_sites_[callee] > 1) return emit_outlined_call(inst, callee);
+    if (call_sites_[callee] > 1 && callee_ops(callee) > kOutlineOps)
+      return emit_outlined_call(inst, callee);
     const compiler::Function* f = plan_.find_function(callee);
     std::vector<std::string> res;
     for (ValueId v : inst.results) res.push_back(decl(v, /*empty=*/true));
