@@ -12,7 +12,14 @@
 // - f32 and f64 call the function of their own type; f16 and bf16 widen to
 //   f32 and round once, as XLA's decompositions do;
 // - c64 and c128 (stored as f64 pairs, see complex128.h) call the
-//   std::complex overloads; erf takes real operands only, as CHLO's does.
+//   std::complex overloads for acos, asin, acosh and atanh; erf takes real
+//   operands only, as CHLO's does;
+// - complex sinh and cosh are XLA's own formula, the decomposition jaxlib
+//   0.9.1 and later send (and pjrtx runs there): exp(z + ln 1/2) -+
+//   exp(ln 1/2 - z), each exp e^a (cos b + i sin b) with b = 0 kept exact.
+//   C99's csinh/ccosh differ where a part is infinite (ccosh(-inf + inf i)
+//   is inf + nan i there, nan + nan i in XLA and in JAX's accuracy tests),
+//   and one JAX program should not change answers with the JAX release.
 // Why not MLX's kernels: its erf is accurate only in absolute terms
 // (erf(1e-8) is 0 in f32 and f64, mlx 0.32), and one host form serves every
 // type, c128 included. On a GPU device the kernel runs on the CPU stream.
@@ -33,8 +40,31 @@ using namespace ops;
 
 enum class Fn { kErf, kAcos, kAsin, kAcosh, kAtanh, kSinh, kCosh };
 
+template <typename R>
+std::complex<R> exp_as_xla(R a, R b) {
+  const R ea = std::exp(a);
+  if (b == R(0)) return {ea, b};
+  return {ea * std::cos(b), ea * std::sin(b)};
+}
+
+// sinh (Sign = -1) and cosh (Sign = +1) of a complex number, as XLA's
+// decomposition computes them.
+template <int Sign, typename R>
+std::complex<R> hyperbolic_as_xla(std::complex<R> z) {
+  const R ln_half = std::log(R(0.5));
+  // Complex addition of ln 1/2 + 0i: the zero imaginary part turns a -0
+  // into +0, as XLA's add and subtract do.
+  const std::complex<R> up = exp_as_xla(z.real() + ln_half, z.imag() + R(0));
+  const std::complex<R> down = exp_as_xla(ln_half - z.real(), R(0) - z.imag());
+  return Sign > 0 ? up + down : up - down;
+}
+
 template <typename T>
 T apply(Fn f, T x) {
+  if constexpr (!std::is_floating_point_v<T>) {
+    if (f == Fn::kSinh) return hyperbolic_as_xla<-1>(x);
+    if (f == Fn::kCosh) return hyperbolic_as_xla<1>(x);
+  }
   switch (f) {
     case Fn::kAcos: return std::acos(x);
     case Fn::kAsin: return std::asin(x);
