@@ -58,6 +58,11 @@ def test_donated_argument_is_deleted_like_xla(platform):
     # 0.8.x spells it "Invalid buffer passed: buffer has been deleted or donated".
     with pytest.raises(ValueError, match="(?i)buffer has been deleted or donated"):
         f(x, keep)
+    # Waiting on it fails too: jax 0.8.x asks the buffer for its ready event
+    # (XLA's is an error, "BlockHostUntilReady() called on deleted or
+    # donated buffer"); later releases refuse a deleted array first.
+    with pytest.raises(RuntimeError, match="(?i)deleted"):
+        x.block_until_ready()
 
 
 def test_donation_results_match_xla():

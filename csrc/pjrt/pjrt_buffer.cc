@@ -168,7 +168,18 @@ PJRT_Error* Buffer_OpaqueDeviceMemoryDataPointer(
 PJRT_Error* Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args* args) {
   return guard([&] {
     PJRTX_CHECK_ARGS(Buffer_ReadyEvent);
-    args->event = new PJRT_Event{live(args->buffer, kFn)->rt->ready_event()};
+    auto* b = live(args->buffer, kFn);
+    if (b->rt->is_deleted()) {
+      // As XLA's buffers answer: x.block_until_ready() on a donated or
+      // deleted array raises (jax 0.8.x asks the buffer; later releases
+      // refuse a deleted array before asking).
+      auto failed = runtime::Event::create();
+      failed->set_error(std::make_shared<const Error>(
+          ErrorCode::kInvalidArgument, "BlockHostUntilReady() called on deleted or donated buffer"));
+      args->event = new PJRT_Event{failed};
+      return;
+    }
+    args->event = new PJRT_Event{b->rt->ready_event()};
   });
 }
 
