@@ -23,23 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/mlx/loops/loop_source.h"
 #include "compiler/plan.h"
 
 namespace pjrtx::backend::loops {
-
-struct LoopSource {
-  // Compiled after kCxxPrelude, which build_loop precompiles once.
-  std::string code;
-  std::string symbol;
-  // Values the loop's regions read from the enclosing function, passed
-  // after the operands.
-  std::vector<compiler::ValueId> captured;
-  // Per-iteration work of the condition and body: elements their ops write,
-  // plus multiply-adds of dots and comparisons of sorts (placement.h).
-  int64_t work = 0;
-  // Instructions in the condition and body, nested regions included.
-  int64_t ops = 0;
-};
 
 // The loop as C++, or nullopt with `why` naming the first op, type or
 // attribute the engine does not take ("stablehlo.custom_call at loc(...)").

@@ -1,0 +1,28 @@
+// What the emitter hands the host loop engine: one loop as C++ source, its
+// symbol and inputs, and the work that sets its placement (emit_cxx.h makes
+// it, host_loop.cc builds and runs it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/plan.h"
+
+namespace pjrtx::backend::loops {
+
+struct LoopSource {
+  // Compiled after kCxxPrelude, which build_loop precompiles once.
+  std::string code;
+  std::string symbol;
+  // Values the loop's regions read from the enclosing function, passed
+  // after the operands.
+  std::vector<compiler::ValueId> captured;
+  // Per-iteration work of the condition and body: elements their ops write,
+  // plus multiply-adds of dots and comparisons of sorts (placement.h).
+  int64_t work = 0;
+  // Instructions in the condition and body, nested regions included.
+  int64_t ops = 0;
+};
+
+}  // namespace pjrtx::backend::loops
