@@ -200,9 +200,12 @@ LoadedExecutable::Result LoadedExecutable::launch(
   // the executor starts the task before execute() returns.
   const double posted_us = profile_enabled() ? profile_now_us() : 0;
   Executor* executor = &device->executor();
+  // In flight until its completion is done with it (or its failure): what
+  // runs free goes back to the system once they pause (mlx_device.h).
+  auto token = std::make_shared<backend::RunToken>();
   executor->post([program = compiled_->programs[index], uses = std::move(uses),
                   outs = result.outputs, done = result.done, name = name(), executor, posted_us,
-                  last_wait_us = last_wait_us_[index], collectives]() mutable {
+                  last_wait_us = last_wait_us_[index], collectives, token]() mutable {
     Stopwatch sw;
     const int64_t primitives_before = backend::primitives_evaluated();
     // queued (posted_us .. start) -> graph build -> eval dispatch here; the
@@ -274,7 +277,7 @@ LoadedExecutable::Result LoadedExecutable::launch(
     Stopwatch dispatched;
     auto finish = [eval = std::move(eval), outs = std::move(outs), done = std::move(done),
                    name = std::move(name), fail = std::move(fail), sw, primitives, dispatched,
-                   last_wait_us]() mutable {
+                   last_wait_us, token = std::move(token)]() mutable {
       ProfileScope ready("execute", "ready");
       if (ready.active()) {
         ready.set_name("ready " + name);

@@ -8,6 +8,7 @@
 #include "common/profile.h"
 #include "common/spin.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace pjrtx::runtime {
@@ -58,7 +59,14 @@ void Executor::completion_loop(int index) {
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(done_mu_);
-      done_cv_.wait(lock, [&] { return done_stop_ || !done_tasks_.empty(); });
+      // A second with nothing to complete: runs have paused, so memory
+      // they freed can go back to the system.
+      while (!done_cv_.wait_for(lock, std::chrono::seconds(1),
+                                [&] { return done_stop_ || !done_tasks_.empty(); })) {
+        lock.unlock();
+        backend::release_freed_memory();
+        lock.lock();
+      }
       if (done_tasks_.empty()) return;
       task = std::move(done_tasks_.front());
       done_tasks_.pop_front();
