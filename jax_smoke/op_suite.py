@@ -149,6 +149,33 @@ func.func public @main(%x: tensor<2x7xf32>) -> (tensor<2x4xf32>, tensor<2x4xi32>
   return %0#0, %0#1 : tensor<2x4xf32>, tensor<2x4xi32>
 }
 }"""
+# The seven CHLO ops jaxlib 0.8.0-0.9.0 send as custom_call @mhlo.<op> with no
+# decomposition (0.9.1+ send composites): NumPy/SciPy in float64 is the
+# oracle (the C library pjrtx calls is within 1-2 ulp: rtol 1e-6, ~8 ulp).
+MHLO_CHLO_MLIR = """module @m {
+func.func public @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %0 = stablehlo.custom_call @mhlo.erf(%x) {mhlo.attributes = {}, mhlo.version = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  %1 = stablehlo.custom_call @mhlo.acos(%x) {mhlo.attributes = {}, mhlo.version = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  %2 = stablehlo.custom_call @mhlo.asin(%x) {mhlo.attributes = {}, mhlo.version = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  %3 = stablehlo.custom_call @mhlo.atanh(%x) {mhlo.attributes = {}, mhlo.version = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  %4 = stablehlo.custom_call @mhlo.sinh(%x) {mhlo.attributes = {}, mhlo.version = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  %5 = stablehlo.custom_call @mhlo.cosh(%x) {mhlo.attributes = {}, mhlo.version = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  %6 = stablehlo.custom_call @mhlo.acosh(%y) {mhlo.attributes = {}, mhlo.version = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  return %0, %1, %2, %3, %4, %5, %6 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+}"""
+CHLO_X = np.array([-0.9, -0.5, -1e-3, 0.0, 1e-6, 0.3, 0.7, 0.95], np.float32)
+CHLO_Y = np.array([1.0, 1.001, 1.5, 2.0, 3.0, 10.0, 1e3, 1e6], np.float32)
+
+
+def _mhlo_chlo_oracle(x, y):
+    import scipy.special
+    w = x.astype(np.float64)
+    out = (scipy.special.erf(w), np.arccos(w), np.arcsin(w), np.arctanh(w), np.sinh(w),
+           np.cosh(w), np.arccosh(y.astype(np.float64)))
+    return tuple(o.astype(np.float32) for o in out)
+
+
 TOPK_ROWS = np.array([[1.0, -0.0, 0.0, 5.0, np.nan, 5.0, -3.0],
                       [-np.inf, 2.0, -1.0, 2.0, np.inf, 0.5, -0.0]], np.float32)
 
@@ -299,6 +326,8 @@ def cases() -> list[Case]:
             (EDGE.reshape(2, 4),)),
         Case("custom_call @mhlo.topk (jaxlib <= 0.9.2's top_k)", None, (TOPK_ROWS,),
              mlir=MHLO_TOPK_MLIR, numpy_oracle=_topk_oracle),
+        Case("custom_call @mhlo.erf/acos/asin/atanh/sinh/cosh/acosh (jaxlib <= 0.9.0's CHLO)",
+             None, (CHLO_X, CHLO_Y), rtol=1e-6, mlir=MHLO_CHLO_MLIR, numpy_oracle=_mhlo_chlo_oracle),
         Case("custom_call @ApproxTopK (approx_max_k, approx_min_k over dim 0)", lambda a: (
             lax.approx_max_k(a, 2), lax.approx_min_k(a, 3, reduction_dimension=0)), (F32,)),
     ]
