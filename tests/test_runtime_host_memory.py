@@ -50,11 +50,11 @@ def test_freed_memory_goes_back_to_the_system_once_runs_pause():
                        capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
     assert r.returncode == 0, r.stderr[-3000:]
     base, grown, after, peak = (int(v) for v in r.stdout.split()[-4:])
-    # The runs needed hundreds of MiB at once (their intermediates), and the
-    # process still held hundreds of MiB of it after they ended (glibc's
-    # arenas): the case being tested.
+    # The runs needed hundreds of MiB at once (their intermediates): enough
+    # that a process keeping what they freed would sit far above its start.
     assert peak > 400 << 20, peak
-    assert grown > 300 << 20, (grown, peak)
-    # Once idle, what they freed is back with the system: a third of that
-    # growth at most remains (the trim threshold is 256 MiB of growth).
-    assert after < grown // 3, (after, grown)
+    # Once idle, what they freed is back with the system: what remains above
+    # the start is below the trim threshold (256 MiB of growth) plus 64 MiB
+    # of slack, whether glibc kept the memory until the trim (`grown` is the
+    # resident growth right after the runs) or returned it itself.
+    assert after < (256 + 64) << 20, (after, grown, peak)
