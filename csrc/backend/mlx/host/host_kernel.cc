@@ -45,7 +45,16 @@ Arrays host_kernel(std::string name, const Arrays& inputs, std::vector<mx::Shape
   mx::Stream cpu = mx::default_stream(mx::Device::cpu);
   Arrays ins;
   ins.reserve(inputs.size());
-  for (const auto& a : inputs) ins.push_back(mx::contiguous(a, false, cpu));
+  // An input already evaluated row-contiguous (a constant, an argument, an
+  // earlier run's result) is read as it is: a Contiguous node costs a few
+  // microseconds to run even when it copies nothing, and a host loop reads
+  // every constant its body captures. Its flags are set once it is no longer
+  // unscheduled; MLX orders the read after its producer either way.
+  for (const auto& a : inputs) {
+    const bool ready_layout = a.status() != mx::array::Status::unscheduled && a.flags().row_contiguous &&
+                              a.data_size() == a.size();
+    ins.push_back(ready_layout ? a : mx::contiguous(a, false, cpu));
+  }
   auto prim = std::make_shared<HostKernel>(cpu, std::move(name), std::move(fn));
   if (shapes.empty()) {
     // MLX nodes need an output: a side-effect-only kernel yields a bool

@@ -15,6 +15,26 @@ namespace pjrtx::backend::loops {
 
 namespace emitter {
 
+namespace {
+
+// Constants of at most this many elements that a loop reads from outside
+// are written into its code.
+constexpr int64_t kBakedElements = 64;
+
+// The constant instructions anywhere in `r` (nested regions included) that
+// define a value of `want`.
+
+void find_constants(const compiler::Region& r, const std::set<ValueId>& want,
+                    std::map<ValueId, const Instruction*>& out) {
+  for (const Instruction& i : r.body) {
+    if (i.op == Opcode::constant && i.results.size() == 1 && want.count(i.results[0]))
+      out[i.results[0]] = &i;
+    for (const compiler::Region& sub : i.regions) find_constants(sub, want, out);
+  }
+}
+
+}  // namespace
+
 LoopSource Emitter::run(const Instruction& loop) {
   check_tree(loop);
   count_calls(loop);
@@ -23,8 +43,19 @@ LoopSource Emitter::run(const Instruction& loop) {
   std::set<ValueId> defined, read;
   collect(loop, defined, read, /*top=*/true);
   LoopSource src;
+  std::set<ValueId> outside;
   for (ValueId v : read)
-    if (!defined.count(v)) src.captured.push_back(v);
+    if (!defined.count(v)) outside.insert(v);
+  // Small constants defined outside the loop (the frontend hoists and
+  // shares a body's constants) are written into the code, not passed in:
+  // the C++ compiler folds them (x * 0.5, i % 4096 as a mask), and the call
+  // reads no array for them.
+  std::map<ValueId, const Instruction*> baked;
+  for (const compiler::Function& f : plan_.functions) find_constants(f.body, outside, baked);
+  for (auto it = baked.begin(); it != baked.end();)
+    it = count(it->first) > kBakedElements ? baked.erase(it) : std::next(it);
+  for (ValueId v : outside)
+    if (!baked.count(v)) src.captured.push_back(v);
   src.symbol = "pjrtx_host_loop";
   std::ostringstream body;
   out_ = &body;
@@ -38,6 +69,7 @@ LoopSource Emitter::run(const Instruction& loop) {
     ops.push_back(n);
     ++k;
   }
+  for (const auto& [v, inst] : baked) emit_constant(*inst);
   for (ValueId v : src.captured) {
     std::string n = "v" + std::to_string(v);
     line("const C<" + elem(v) + "> " + n + "{static_cast<const " + elem(v) + "*>(in[" +
