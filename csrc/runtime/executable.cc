@@ -257,7 +257,7 @@ LoadedExecutable::Result LoadedExecutable::launch(
       {
         ProfileScope phase("execute", "eval dispatch");
         eval = backend::eval_async(pending);
-        if (!executor->device().is_gpu())
+        if (!executor->device().is_gpu() && eval.queued())
           backend::keep_cpu_stream_warm(spin_us());
       }
       // Set now, ready later: the next call on this executor may read them

@@ -19,6 +19,10 @@ class PendingEval {
   // Whether the evaluation has finished (wait() would not block). Polls
   // MLX's completion event; on the thread that may call wait().
   bool ready() const;
+  // Whether MLX was handed any work: false when every array was already
+  // computed (a program the host forms ran whole, or one that returns its
+  // inputs), and the evaluation is ready at once.
+  bool queued() const { return done_ != nullptr; }
 
  private:
   friend PendingEval eval_async(const Arrays& arrays);
