@@ -156,7 +156,7 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
       for (size_t k = 0; k < o.size(); ++k) op[k] = o[k].data<void>();
       if (fn(ip.data(), op.data()) != 0)
         throw std::runtime_error("pjrtx: " + loc + ": the host loop ran out of memory");
-    });
+    }, HostRun::kNowIfReady);
   });
 }
 
