@@ -389,7 +389,8 @@ def test_small_captured_constants_are_written_into_the_code_and_inputs_are_not_c
     # Constants that cond and body share are hoisted out of the loop by the
     # frontend (one value for both); small ones go into the emitted C++ as
     # literals (the C++ compiler folds them), so the function reads only the
-    # loop's operands. A loop over arguments and constants alone runs at once
+    # loop's operands that are not constant splats. A loop over arguments and
+    # constants alone (a vmapped counter's broadcast zeros included) runs at once
     # on the executor (MLX evaluates nothing); one with an operand computed
     # in the same program is one MLX node, and only that operand is made
     # contiguous (constants and arguments are read as they are).
@@ -408,20 +409,38 @@ def test_small_captured_constants_are_written_into_the_code_and_inputs_are_not_c
 
     def computed(x):
         return loop(jnp.sin(x))
+
+    def vmapped(x):
+        # vmap's counter starts as broadcast_in_dim(0): an operand in the code.
+        def root(a):
+            def cond(st):
+                x, it = st
+                return (jnp.abs(x * x - a) > 1e-6 * a) & (it < 200)
+            # The root only: an iterate near the stopping threshold may take
+            # one more step on one backend.
+            return lax.while_loop(cond, lambda st: (0.5 * (st[0] + a / st[0]), st[1] + 1), (a, 0))[0]
+        return jax.vmap(root)(x)
+    roots = (np.linspace(0.5, 5000.0, 64, dtype=np.float32),)
     args = (np.array([-2.0, -0.0, 0.0, 0.5, np.nan, 3.0, -7.5, 1e4], np.float32),)
     src = _emitted_source(loop, args, tmp_path)
     for lit in ("F(0x3eaa8000u)", "F(0x80000000u)", "F(0x7f800000u)", "F(0x41a00000u)", "0x7fffffffull"):
         assert lit in src, (lit, src[-3000:])
-    assert sorted({int(k) for k in re.findall(r"\bin\[(\d+)\]", src)}) == [0, 1, 2]
+    # The constant initial values (0.0 and -7) start in the code too: only x
+    # is passed.
+    assert sorted({int(k) for k in re.findall(r"\bin\[(\d+)\]", src)}) == [0]
     check(loop, *args)
     # sin's result on the two backends may differ by an ulp; the loop's map
     # contracts (slope 1/3), so the outputs stay within a few ulps of 1e4.
     check(computed, *args, rtol=8 * np.finfo(np.float32).eps)
+    # Newton's map for sqrt rounds differently with and without an FMA; it
+    # converges quadratically, so both stop within an ulp or two of the root.
+    check(vmapped, *roots, rtol=4 * np.finfo(np.float32).eps)
     from oracle import primitives_per_call
     saved = {k: os.environ.get(k) for k in ("PJRTX_LOOPS", "PJRTX_HOST")}
     os.environ.update(PJRTX_LOOPS="host", PJRTX_HOST="off")
     try:
         assert primitives_per_call(_fresh(loop), *args) == {}
+        assert primitives_per_call(_fresh(vmapped), *roots) == {}
         hist = primitives_per_call(_fresh(computed), *args)
         assert hist.get("pjrtx_host_loop") == 1 and hist.get("Contiguous", 0) <= 1, hist
     finally:

@@ -21,15 +21,14 @@ namespace {
 // are written into its code.
 constexpr int64_t kBakedElements = 64;
 
-// The constant instructions anywhere in `r` (nested regions included) that
-// define a value of `want`.
-
-void find_constants(const compiler::Region& r, const std::set<ValueId>& want,
+// The instruction defining each value of `want` anywhere in `r` (nested
+// regions included).
+void find_producers(const compiler::Region& r, const std::set<ValueId>& want,
                     std::map<ValueId, const Instruction*>& out) {
   for (const Instruction& i : r.body) {
-    if (i.op == Opcode::constant && i.results.size() == 1 && want.count(i.results[0]))
-      out[i.results[0]] = &i;
-    for (const compiler::Region& sub : i.regions) find_constants(sub, want, out);
+    for (ValueId v : i.results)
+      if (want.count(v)) out[v] = &i;
+    for (const compiler::Region& sub : i.regions) find_producers(sub, want, out);
   }
 }
 
@@ -50,23 +49,66 @@ LoopSource Emitter::run(const Instruction& loop) {
   // shares a body's constants) are written into the code, not passed in:
   // the C++ compiler folds them (x * 0.5, i % 4096 as a mask), and the call
   // reads no array for them.
+  // And an operand that is a constant splat (a scalar constant broadcast,
+  // as vmap makes a batched counter's zeros) starts as that value in the
+  // code: the call then needs no MLX node to compute it.
+  std::set<ValueId> want = outside;
+  want.insert(loop.operands.begin(), loop.operands.end());
+  std::map<ValueId, const Instruction*> producer;
+  for (const compiler::Function& f : plan_.functions) find_producers(f.body, want, producer);
+  std::set<ValueId> sources;  // what the operands' broadcasts read
+  for (ValueId v : loop.operands)
+    if (auto it = producer.find(v); it != producer.end() && it->second->op == Opcode::broadcast_in_dim)
+      sources.insert(it->second->operands.at(0));
+  for (const compiler::Function& f : plan_.functions) find_producers(f.body, sources, producer);
+  auto constant_of = [&](ValueId v) -> const Instruction* {
+    auto it = producer.find(v);
+    return it != producer.end() && it->second->op == Opcode::constant ? it->second : nullptr;
+  };
   std::map<ValueId, const Instruction*> baked;
-  for (const compiler::Function& f : plan_.functions) find_constants(f.body, outside, baked);
-  for (auto it = baked.begin(); it != baked.end();)
-    it = count(it->first) > kBakedElements ? baked.erase(it) : std::next(it);
+  for (ValueId v : outside)
+    if (const Instruction* c = constant_of(v); c && count(v) <= kBakedElements) baked[v] = c;
   for (ValueId v : outside)
     if (!baked.count(v)) src.captured.push_back(v);
+  // The splat element of operand v (a literal), or "" when v is not one.
+  auto splat_of = [&](ValueId v) -> std::string {
+    const Instruction* c = constant_of(v);
+    if (!c) {
+      auto it = producer.find(v);
+      if (it == producer.end() || it->second->op != Opcode::broadcast_in_dim) return "";
+      c = constant_of(it->second->operands.at(0));
+    }
+    if (!c) return "";
+    const compiler::DenseData& dd = c->attr_dense("value");
+    const DType t = type(c->results[0]).dtype;
+    if (!(dd.splat || count(c->results[0]) == 1) || type(v).dtype != t ||
+        dd.bytes.size() < static_cast<size_t>(compiler::dtype_size(t)))
+      return "";
+    return literal(t, dd.bytes.data());
+  };
   src.symbol = "pjrtx_host_loop";
   std::ostringstream body;
   out_ = &body;
   indent_ = 1;
   size_t k = 0;
   std::vector<std::string> ops;
+  std::vector<bool> init_move;
   for (ValueId v : loop.operands) {
+    if (std::string lit = splat_of(v); !lit.empty() && count(v) > 0) {
+      std::string n = fresh("init");
+      line(buf_type(v) + " " + n + ";");
+      line("for (long k = 0; k < " + n_of(v) + "; ++k) " + n + ".d[k] = " + lit + ";");
+      ops.push_back(n);
+      init_move.push_back(true);
+      src.operand_in_code.push_back(true);
+      continue;
+    }
     std::string n = "in" + std::to_string(k);
     line("const C<" + elem(v) + "> " + n + "{static_cast<const " + elem(v) + "*>(in[" +
          std::to_string(k) + "])};");
     ops.push_back(n);
+    init_move.push_back(false);
+    src.operand_in_code.push_back(false);
     ++k;
   }
   for (const auto& [v, inst] : baked) emit_constant(*inst);
@@ -78,7 +120,7 @@ LoopSource Emitter::run(const Instruction& loop) {
     ++k;
   }
   // The entry's operands are input views: the state starts as copies.
-  std::vector<std::string> states = emit_while(loop, ops, std::vector<bool>(ops.size(), false));
+  std::vector<std::string> states = emit_while(loop, ops, init_move);
   for (size_t i = 0; i < states.size(); ++i) {
     int64_t bytes = plan_.type(loop.results[i]).byte_size();
     if (bytes) line("std::memcpy(out[" + std::to_string(i) + "], " + states[i] + ".d, " + std::to_string(bytes) + ");");

@@ -136,12 +136,15 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
     dtypes.push_back(to_mlx(ctx.out(i).dtype));
   }
   auto captured = std::make_shared<const std::vector<compiler::ValueId>>(std::move(src->captured));
+  auto in_code = std::make_shared<const std::vector<bool>>(std::move(src->operand_in_code));
   HostLoopFn fn = built.fn;
   std::string loc = inst.where();
-  return Kernel([fn, captured, shapes, dtypes, loc](RunState& st, const Arrays& in) -> Arrays {
+  return Kernel([fn, captured, in_code, shapes, dtypes, loc](RunState& st, const Arrays& in) -> Arrays {
     if (st.batched)
       unimplemented("pjrtx: ", loc, " runs on the host (PJRTX_LOOPS) inside a batched region; set PJRTX_LOOPS=mlx");
-    Arrays ins(in.begin(), in.end());
+    Arrays ins;
+    for (size_t k = 0; k < in.size(); ++k)
+      if (k >= in_code->size() || !(*in_code)[k]) ins.push_back(in[k]);
     for (compiler::ValueId v : *captured) {
       if (v < 0 || static_cast<size_t>(v) >= st.slots.size() || !st.slots[v])
         throw_error(ErrorCode::kInternal, "pjrtx: ", loc, ": host loop input %", v, " has no value");

@@ -18,6 +18,10 @@ struct LoopSource {
   // Values the loop's regions read from the enclosing function, passed
   // after the operands.
   std::vector<compiler::ValueId> captured;
+  // Per operand of the loop: true when its value is a constant splat
+  // (a broadcast scalar constant, e.g. a vmapped counter's zeros) written
+  // into the code; such operands are not passed.
+  std::vector<bool> operand_in_code;
   // Per-iteration work of the condition and body: elements their ops write,
   // plus multiply-adds of dots and comparisons of sorts (placement.h).
   int64_t work = 0;
