@@ -502,15 +502,118 @@ def test_pjrtx_loops_forces_either_way():
     assert lines and all("loop host" in ln for ln in lines), lines
 
 
-def test_a_loop_with_a_host_callback_stays_on_mlx_and_names_the_op():
+def test_a_loop_with_an_ordered_callback_stays_on_mlx_and_names_the_reason():
+    # An ordered io_callback threads a token through the loop; the engine
+    # has no token type.
     prog = """
+        from jax.experimental import io_callback
         def body(i, c):
-            jax.debug.callback(lambda v: None, c)
+            io_callback(lambda v: None, None, c, ordered=True)
             return c + 1.0
         print(np.asarray(jax.jit(lambda x: lax.fori_loop(0, 3, body, x))(jnp.ones(2))))
     """
     lines = _placements(_trace_of(prog, {"PJRTX_LOOPS": "host"}))
-    assert lines and all("loop mlx" in ln and "custom_call" in ln for ln in lines), lines
+    assert lines and all("loop mlx" in ln and "token" in ln for ln in lines), lines
+
+
+# ---------------------------------------------------------------- host callbacks
+
+CALLBACK_LOOP = """
+    import numpy as np
+    calls = []
+    def half_sin(x):
+        calls.append(1)
+        return (np.sin(x) * 0.5).astype(x.dtype)
+    def body(i, c):
+        return jax.pure_callback(half_sin, jax.ShapeDtypeStruct(c.shape, c.dtype), c) + 0.25
+    out = np.asarray(jax.jit(lambda x: lax.fori_loop(0, 7, body, x))(jnp.ones(3)))
+    assert len(calls) == 7, calls
+"""
+
+
+def test_a_loop_with_a_host_callback_runs_on_the_host_and_calls_it_each_step():
+    lines = _placements(_trace_of(CALLBACK_LOOP, {"PJRTX_LOOPS": "auto"}))
+    assert lines and all("loop host" in ln and "callbacks=1" in ln for ln in lines), lines
+
+
+def _counted(fn):
+    """fn, and a list that gets one entry per call."""
+    calls = []
+
+    def counted(*a):
+        calls.append(1)
+        return fn(*a)
+    return counted, calls
+
+
+def test_host_callbacks_in_a_loop_body_against_xla():
+    # The same numpy function computes each step on both sides: the answers
+    # agree bit for bit, pred and int32 operands and results included.
+    def step(x, i):
+        return (np.float32(0.5) * x + np.float32(1)).astype(np.float32), x > 1, (i * 3).astype(np.int32)
+    counted, calls = _counted(step)
+
+    def f(x):
+        def body(i, c):
+            x, flags, k = c
+            y, big, j = jax.pure_callback(
+                counted, (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(x.shape, jnp.bool_),
+                          jax.ShapeDtypeStruct((), jnp.int32)), x, i)
+            return y, flags ^ big, k + j
+        return lax.fori_loop(0, 9, body, (x, jnp.zeros(x.shape, bool), jnp.int32(0)))
+    x = np.array([0.0, 1.5, 4.0, -3.0], np.float32)
+    check(f, x)
+    # XLA:CPU calls it once a step, and so does the host loop.
+    with _env(PJRTX_LOOPS="host"):
+        calls.clear()
+        jax.block_until_ready(jax.jit(_fresh(f))(x))
+        assert len(calls) == 9
+
+
+def test_a_callback_in_a_never_taken_branch_is_not_called():
+    # eqx.error_if's shape: a check in a cond branch that only a bad value
+    # takes. The loop runs on the host and calls nothing.
+    def bad(x):
+        raise ValueError("the check fired")
+    counted, calls = _counted(bad)
+
+    def f(x):
+        def body(i, c):
+            c = lax.cond(jnp.any(c < 0), lambda c: jax.pure_callback(
+                counted, jax.ShapeDtypeStruct(c.shape, c.dtype), c), lambda c: c, c)
+            return c * 0.5 + 1.0
+        return lax.fori_loop(0, 50, body, x)
+    check(f, np.arange(4, dtype=np.float32))
+    assert calls == []
+    # A value that takes the branch: the callable's exception reaches the
+    # caller as it does on XLA:CPU.
+    for device in (jax.devices("cpu")[0], jax.devices("pjrtx")[0]):
+        with _env(PJRTX_LOOPS="host"), pytest.raises(Exception, match="the check fired"):
+            np.asarray(jax.jit(_fresh(f))(jax.device_put(np.float32([1, -1]), device)))
+
+
+def test_debug_callbacks_before_in_and_after_a_loop_run_in_program_order():
+    log = []
+
+    def f(x):
+        jax.debug.callback(lambda v: log.append(("before", float(v))), x[0])
+
+        def body(i, c):
+            jax.debug.callback(lambda i, v: log.append(("step", int(i), float(v))), i, c[0])
+            return c + 1
+        x = lax.fori_loop(0, 4, body, x)
+        jax.debug.callback(lambda v: log.append(("after", float(v))), x[0])
+        return x
+    x = np.ones(2, np.float32)
+    logs = {}
+    for name, device, mode in (("cpu", "cpu", "auto"), ("host", "pjrtx", "host"), ("mlx", "pjrtx", "mlx")):
+        log.clear()
+        with _env(PJRTX_LOOPS=mode):
+            jax.block_until_ready(jax.jit(_fresh(f))(jax.device_put(x, jax.devices(device)[0])))
+            jax.effects_barrier()
+        logs[name] = list(log)
+    assert logs["cpu"] == [("before", 1.0)] + [("step", i, 1.0 + i) for i in range(4)] + [("after", 5.0)]
+    assert logs["host"] == logs["cpu"] and logs["mlx"] == logs["cpu"], logs
 
 
 MULTI_DEVICE = """

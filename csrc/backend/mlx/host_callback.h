@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "compiler/types.h"
@@ -38,6 +40,19 @@ struct HostArray {
 using CallbackRunner = std::function<void(uint64_t id, const std::vector<HostArray>& args,
                                           const std::vector<HostArray>& results)>;
 void set_callback_runner(CallbackRunner fn);
+
+// Calls callable `id` through the installed runner, with this thread marked
+// as inside a host callback (in_host_callback) until it returns. Throws an
+// Error naming the callback when no runner is installed, or when the
+// callable raises or returns the wrong thing. The MLX node of
+// ops/callback.cc and the compiled host loops (loops/host_loop.cc) both
+// call it.
+void run_host_callback(uint64_t id, const std::vector<HostArray>& args,
+                       const std::vector<HostArray>& results);
+
+// The callable id of a custom_call @pjrtx_callback (its backend_config, a
+// decimal number), or nullopt when the config is not one.
+std::optional<uint64_t> parse_callback_id(const std::string& backend_config);
 
 // Keeps id's table entry alive while held (a count per id, no GIL needed).
 using CallbackRef = std::shared_ptr<const void>;

@@ -14,7 +14,15 @@
 
 namespace pjrtx::backend::loops {
 
-using HostLoopFn = int (*)(const void* const* inputs, void* const* outputs);
+// The callbacks a loop may call (the prelude's pjrtx_host_calls, the same
+// layout): call returns nonzero when callback k failed.
+struct HostCalls {
+  int (*call)(void* self, long k, const void* const* args, void* const* results);
+  void* self;
+};
+
+// Returns 0, 1 when the loop ran out of memory, 2 when a callback failed.
+using HostLoopFn = int (*)(const void* const* inputs, void* const* outputs, const HostCalls* calls);
 
 struct BuiltLoop {
   HostLoopFn fn = nullptr;

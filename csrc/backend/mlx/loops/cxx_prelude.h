@@ -240,6 +240,27 @@ template <class F> void msort(long* idx, long* tmp, long n, F&& less) {
 }
 
 }  // namespace
+
+// What the engine passes a loop (host_loop.cc, HostCalls): call(self, k,
+// args, results) runs the loop's host callback k and returns nonzero when it
+// failed (the engine keeps the error). The entry point sets t_calls for the
+// functions it calls; a failed callback unwinds the loop as CallbackFailed.
+struct pjrtx_host_calls {
+  int (*call)(void* self, long k, const void* const* args, void* const* results);
+  void* self;
+};
+namespace {
+struct CallbackFailed {};
+thread_local const pjrtx_host_calls* t_calls = nullptr;
+struct CallsScope {
+  const pjrtx_host_calls* saved;
+  explicit CallsScope(const pjrtx_host_calls* c) : saved(t_calls) { t_calls = c; }
+  ~CallsScope() { t_calls = saved; }
+};
+inline void host_call(long k, const void* const* args, void* const* results) {
+  if (!t_calls || t_calls->call(t_calls->self, k, args, results)) throw CallbackFailed{};
+}
+}  // namespace
 )CXX";
 
 }  // namespace pjrtx::backend::loops

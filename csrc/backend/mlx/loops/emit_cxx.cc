@@ -128,8 +128,11 @@ LoopSource Emitter::run(const Instruction& loop) {
   std::ostringstream tu;
   for (const std::string& def : fn_defs_) tu << def << "\n";
   tu << "extern \"C\" int " << src.symbol
-     << "(const void* const* in, void* const* out) {\n  try {\n"
-     << body.str() << "  } catch (...) {\n    return 1;\n  }\n  return 0;\n}\n";
+     << "(const void* const* in, void* const* out, const pjrtx_host_calls* calls) {\n"
+     << "  CallsScope calls_scope(calls);\n  try {\n"
+     << body.str() << "  } catch (const CallbackFailed&) {\n    return 2;\n  } catch (...) {\n    return 1;\n  }\n"
+     << "  return 0;\n}\n";
+  src.callbacks = std::move(callbacks_);
   src.code = tu.str();
   src.work = work_;
   src.ops = ops_;
@@ -151,7 +154,7 @@ void Emitter::check_tree(const Instruction& inst, int depth) {
     if (!ctype(type(v).dtype)) unsupported(inst, "element type " + type(v).str());
   for (ValueId v : inst.results)
     if (!ctype(type(v).dtype)) unsupported(inst, "element type " + type(v).str());
-  if (!supported_op(inst.op) && !mhlo_chlo_function(inst)) unsupported(inst);
+  if (!supported_op(inst.op) && !mhlo_chlo_function(inst) && !is_callback(inst)) unsupported(inst);
   for (const Region& r : inst.regions) {
     for (ValueId p : r.params)
       if (!ctype(type(p).dtype)) unsupported(inst, "region parameter type " + type(p).str());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,7 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
     case Opcode::tan: return float_only("std::tan");
     case Opcode::tanh: return float_only("std::tanh");
     case Opcode::custom_call:
+      if (is_callback(inst)) return emit_callback(inst);
       if (const char* f = mhlo_chlo_function(inst)) return float_only(f);
       unsupported(inst);
     case Opcode::floor: return float_only("std::floor");
@@ -380,6 +382,37 @@ void Emitter::emit_constant(const Instruction& inst) {
   std::string nm = "v" + std::to_string(v);
   line("const C<" + std::string(ctype(t)) + "> " + nm + "{" + arr + "};");
   names_[v] = nm;
+}
+
+// A host callback: results declared here, then one call through the
+// engine with the operands' and results' storage (row-major, pred one byte,
+// as host_callback.h's HostArray). The engine maps the index to the
+// callable and marks the thread as in a callback, as ops/callback.cc does.
+void Emitter::emit_callback(const Instruction& inst) {
+  const std::optional<uint64_t> id = parse_callback_id(inst.attr_str("backend_config", ""));
+  if (!id) unsupported(inst, "no callback id");
+  LoopCallback cb;
+  cb.id = *id;
+  cb.effect = inst.attr_bool("has_side_effect", false);
+  for (ValueId v : inst.operands) cb.args.push_back(type(v));
+  for (ValueId v : inst.results) cb.results.push_back(type(v));
+  std::vector<std::string> res;
+  for (ValueId v : inst.results) res.push_back(decl(v));
+  // As XLA:CPU (and ops/callback.cc): a pure callback whose results are all
+  // empty is never called.
+  bool all_empty = !inst.results.empty();
+  for (ValueId v : inst.results) all_empty = all_empty && count(v) == 0;
+  if (!cb.effect && all_empty) return;
+  const std::string k = std::to_string(callbacks_.size());
+  callbacks_.push_back(std::move(cb));
+  std::string a = "{nullptr", r = "{nullptr";
+  for (ValueId v : inst.operands) a += ", " + name(v) + ".d";
+  for (const std::string& n : res) r += ", " + n + ".d";
+  line("{");
+  line("  const void* const a[] = " + a + "};");
+  line("  void* const r[] = " + r + "};");
+  line("  host_call(" + k + "L, a + 1, r + 1);");
+  line("}");
 }
 
 }  // namespace pjrtx::backend::loops::emitter

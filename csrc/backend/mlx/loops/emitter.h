@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/mlx/host_callback.h"
 #include "backend/mlx/loops/loop_source.h"
 #include "compiler/plan.h"
 
@@ -55,6 +56,13 @@ inline const char* mhlo_chlo_function(const Instruction& inst) {
   if (t == "mhlo.sinh") return "std::sinh";
   if (t == "mhlo.cosh") return "std::cosh";
   return nullptr;
+}
+
+// A host callback (custom_call @pjrtx_callback, host_callback.h): the loop
+// calls it through the engine. Ordered ones carry tokens, which the engine
+// has no type for (check_tree refuses them).
+inline bool is_callback(const Instruction& inst) {
+  return inst.op == Opcode::custom_call && inst.attr_str("call_target_name", "") == kCallbackTarget;
 }
 
 inline const char* ctype(DType t) {
@@ -151,6 +159,8 @@ class Emitter {
   std::map<std::string, Outlined> outlined_;
   // Definitions of the outlined callees, each after those it calls.
   std::vector<std::string> fn_defs_;
+  // The host callbacks the code calls (LoopSource::callbacks).
+  std::vector<LoopCallback> callbacks_;
 
   // ---- checks and analysis ------------------------------------------------
 
@@ -257,6 +267,10 @@ class Emitter {
   void emit_compare(const Instruction& inst, const El& el);
 
   void emit_constant(const Instruction& inst);
+
+  // A host callback: results declared here, then one call through the
+  // engine (host_call) with the operands' and results' storage.
+  void emit_callback(const Instruction& inst);
 
   void emit_pad(const Instruction& inst);
 

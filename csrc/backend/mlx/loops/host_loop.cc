@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "backend/mlx/dtype.h"
+#include "backend/mlx/host_callback.h"
 #include "backend/mlx/host/host_kernel.h"
 #include "backend/mlx/loops/cxx_build.h"
 #include "backend/mlx/loops/cxx_prelude.h"
@@ -44,9 +46,10 @@ int64_t work_bound(bool gpu) {
 // Host loops running at once, over every device of the process: at most one
 // per core. Each device's executor has its own MLX CPU stream thread (MLX's
 // default streams are per thread), so eight devices could otherwise run
-// eight loops on two cores; a loop holds no lock it waits on while it runs
-// and waits for nothing (a loop with a collective or callback stays on MLX),
-// so this cannot deadlock.
+// eight loops on two cores. A loop holds its core only while it computes: it
+// gives it back while a host callback runs (call_callback), since the
+// callable waits for the GIL and whatever holds the GIL may wait for a host
+// loop; a loop with a collective stays on MLX. So this cannot deadlock.
 class CoreSlots {
  public:
   CoreSlots() : free_(std::max(1u, std::thread::hardware_concurrency())) {}
@@ -81,6 +84,42 @@ struct CoreSlot {
   CoreSlot& operator=(const CoreSlot&) = delete;
 };
 
+// The callables a loop's code calls (LoopSource::callbacks), retained for
+// the program's life as ops/callback.cc retains its one.
+struct LoopCallbacks {
+  std::vector<LoopCallback> list;
+  std::vector<CallbackRef> refs;
+  bool effect = false;  // any has side effects
+};
+
+// HostCalls::self for one run: the callables, and the error of the one that
+// failed (rethrown after the code has unwound).
+struct CallState {
+  const LoopCallbacks* callbacks;
+  std::exception_ptr error;
+};
+
+int call_callback(void* self, long k, const void* const* args, void* const* results) {
+  auto* st = static_cast<CallState*>(self);
+  try {
+    const LoopCallback& cb = st->callbacks->list.at(static_cast<size_t>(k));
+    std::vector<HostArray> a, r;
+    for (size_t i = 0; i < cb.args.size(); ++i)
+      a.push_back({const_cast<void*>(args[i]), cb.args[i].byte_size(), cb.args[i]});
+    for (size_t i = 0; i < cb.results.size(); ++i)
+      r.push_back({results[i], cb.results[i].byte_size(), cb.results[i]});
+    core_slots().release();
+    struct Reacquire {
+      ~Reacquire() { core_slots().acquire(); }
+    } again;
+    run_host_callback(cb.id, a, r);
+    return 0;
+  } catch (...) {
+    st->error = std::current_exception();
+    return 1;
+  }
+}
+
 void decide(const compiler::Instruction& inst, const char* where, const std::string& why) {
   if (trace_enabled()) trace(std::string("loop ") + where, 0, 0, why + " " + inst.loc);
   if (profile_enabled())
@@ -106,7 +145,8 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
   const int64_t bound = work_bound(ctx.on_gpu());
   const int64_t per_op = src->work / std::max<int64_t>(src->ops, 1);
   const std::string figures = "work=" + std::to_string(src->work) + " ops=" + std::to_string(src->ops) +
-                              " bound=" + std::to_string(bound) + "/op";
+                              " bound=" + std::to_string(bound) + "/op" +
+                              (src->callbacks.empty() ? "" : " callbacks=" + std::to_string(src->callbacks.size()));
   if (mode == LoopMode::kAuto && per_op > bound) {
     decide(inst, "mlx", "not latency-bound: " + figures);
     return std::nullopt;
@@ -137,9 +177,25 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
   }
   auto captured = std::make_shared<const std::vector<compiler::ValueId>>(std::move(src->captured));
   auto in_code = std::make_shared<const std::vector<bool>>(std::move(src->operand_in_code));
+  auto callbacks = std::make_shared<LoopCallbacks>();
+  for (const LoopCallback& cb : src->callbacks) {
+    callbacks->refs.push_back(retain_callback(cb.id));
+    callbacks->effect = callbacks->effect || cb.effect;
+  }
+  callbacks->list = std::move(src->callbacks);
+  // A loop that calls back into Python runs as a node on MLX's CPU stream,
+  // where every other host callback runs; a loop with side effects also
+  // takes the run's previous effect and becomes the next (ops/callback.cc),
+  // so its callbacks run in program order with the others.
+  const HostRun how = callbacks->list.empty() ? HostRun::kNowIfReady : HostRun::kOnStream;
+  if (callbacks->effect) {
+    shapes.push_back({});
+    dtypes.push_back(mx::bool_);
+  }
   HostLoopFn fn = built.fn;
   std::string loc = inst.where();
-  return Kernel([fn, captured, in_code, shapes, dtypes, loc](RunState& st, const Arrays& in) -> Arrays {
+  return Kernel([fn, captured, in_code, shapes, dtypes, loc, callbacks, how](RunState& st,
+                                                                             const Arrays& in) -> Arrays {
     if (st.batched)
       unimplemented("pjrtx: ", loc, " runs on the host (PJRTX_LOOPS) inside a batched region; set PJRTX_LOOPS=mlx");
     Arrays ins;
@@ -150,16 +206,28 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
         throw_error(ErrorCode::kInternal, "pjrtx: ", loc, ": host loop input %", v, " has no value");
       ins.push_back(*st.slots[v]);
     }
-    return host_kernel("pjrtx_host_loop", ins, shapes, dtypes, [fn, loc](const Arrays& i, Arrays& o) {
+    // The previous effect is an input after the code's own (it reads
+    // in[0..n) only); the last output is then this loop's effect.
+    if (callbacks->effect && !st.effects.empty()) ins.push_back(st.effects.back());
+    Arrays outs = host_kernel("pjrtx_host_loop", ins, shapes, dtypes, [fn, loc, callbacks](const Arrays& i, Arrays& o) {
       CoreSlot slot;
       ProfileScope span("run", "host loop");
       std::vector<const void*> ip(i.size());
       std::vector<void*> op(o.size());
       for (size_t k = 0; k < i.size(); ++k) ip[k] = i[k].data<void>();
       for (size_t k = 0; k < o.size(); ++k) op[k] = o[k].data<void>();
-      if (fn(ip.data(), op.data()) != 0)
-        throw std::runtime_error("pjrtx: " + loc + ": the host loop ran out of memory");
-    }, HostRun::kNowIfReady);
+      CallState calls_state{callbacks.get(), nullptr};
+      const HostCalls calls{&call_callback, &calls_state};
+      const int rc = fn(ip.data(), op.data(), &calls);
+      if (rc == 2 && calls_state.error) std::rethrow_exception(calls_state.error);
+      if (rc != 0) throw std::runtime_error("pjrtx: " + loc + ": the host loop ran out of memory");
+      if (callbacks->effect) *o.back().data<bool>() = true;
+    }, how);
+    if (callbacks->effect) {
+      st.effects.push_back(outs.back());
+      outs.pop_back();
+    }
+    return outs;
   });
 }
 

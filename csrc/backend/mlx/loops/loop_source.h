@@ -11,6 +11,16 @@
 
 namespace pjrtx::backend::loops {
 
+// A host callback (custom_call @pjrtx_callback) the loop calls: the code
+// calls it by its index in LoopSource::callbacks (host_loop.cc maps that to
+// the callable), so the code does not depend on the callable's id and a
+// second process builds the same source.
+struct LoopCallback {
+  uint64_t id = 0;
+  bool effect = false;  // has_side_effect: io_callback, debug.callback
+  std::vector<compiler::TensorType> args, results;
+};
+
 struct LoopSource {
   // Compiled after kCxxPrelude, which build_loop precompiles once.
   std::string code;
@@ -22,6 +32,8 @@ struct LoopSource {
   // (a broadcast scalar constant, e.g. a vmapped counter's zeros) written
   // into the code; such operands are not passed.
   std::vector<bool> operand_in_code;
+  // The host callbacks the code calls, in the order of their indices.
+  std::vector<LoopCallback> callbacks;
   // Per-iteration work of the condition and body: elements their ops write,
   // plus multiply-adds of dots and comparisons of sorts (placement.h).
   int64_t work = 0;

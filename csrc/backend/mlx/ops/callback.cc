@@ -13,11 +13,10 @@
 // sequence) even when no token orders them, and evaluating the last effect
 // with the outputs (RunState::effects) runs every one of them, including
 // callbacks with no results (debug.print).
-#include <atomic>
-#include <charconv>
+//
+// The callables' table and the runner live below the op families, in
+// host_callback.cc: a compiled host loop calls callbacks too.
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "backend/mlx/host_callback.h"
@@ -29,65 +28,14 @@ namespace pjrtx::backend {
 
 namespace {
 
-struct CallbackTable {
-  std::mutex mu;
-  CallbackRunner runner;
-  std::map<uint64_t, int64_t> refs;
-  std::vector<uint64_t> released;
-};
-
-// Never destroyed: programs (and their CallbackRefs) may die in other
-// static destructors at exit.
-CallbackTable& table() {
-  static CallbackTable* t = new CallbackTable();
-  return *t;
-}
-
-thread_local bool t_in_callback = false;
-std::atomic<int> g_callbacks_running{0};
-
-void release_callback(uint64_t id) {
-  CallbackTable& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  auto it = t.refs.find(id);
-  if (it == t.refs.end()) return;
-  if (--it->second == 0) {
-    t.refs.erase(it);
-    t.released.push_back(id);
-  }
-}
-
-void run_callback(uint64_t id, const std::vector<HostArray>& args,
-                  const std::vector<HostArray>& results) {
-  CallbackRunner fn;
-  {
-    CallbackTable& t = table();
-    std::lock_guard<std::mutex> lock(t.mu);
-    fn = t.runner;
-  }
-  if (!fn)
-    failed_precondition("[pjrtx_callback] no callback runner is installed (import pjrtx first)");
-  struct Flag {
-    Flag() {
-      t_in_callback = true;
-      g_callbacks_running.fetch_add(1);
-    }
-    ~Flag() {
-      t_in_callback = false;
-      g_callbacks_running.fetch_sub(1);
-    }
-  } flag;
-  fn(id, args, results);
-}
-
 Kernel lower_callback(LowerCtx& ctx) {
   const auto& inst = ctx.inst();
   const std::string& cfg = inst.attr_str("backend_config", "");
-  uint64_t id = 0;
-  auto [end, ec] = std::from_chars(cfg.data(), cfg.data() + cfg.size(), id);
-  if (ec != std::errc() || end != cfg.data() + cfg.size())
+  const std::optional<uint64_t> parsed = parse_callback_id(cfg);
+  if (!parsed)
     ctx.fail("custom_call @pjrtx_callback needs a callback id as backend_config, got '", cfg,
              "'");
+  const uint64_t id = *parsed;
   bool effect = inst.attr_bool("has_side_effect", false);
 
   std::vector<size_t> data_in, token_in;
@@ -135,7 +83,7 @@ Kernel lower_callback(LowerCtx& ctx) {
     for (size_t i = 0; i < out_types.size(); ++i)
       results.push_back({out[i].data<uint8_t>(), static_cast<int64_t>(out[i].nbytes()),
                          out_types[i]});
-    run_callback(id, args, results);
+    run_host_callback(id, args, results);
     *out.back().data<bool>() = true;
   };
   return [=](RunState& st, const Arrays& in) {
@@ -155,43 +103,6 @@ Kernel lower_callback(LowerCtx& ctx) {
 }
 
 }  // namespace
-
-void set_callback_runner(CallbackRunner fn) {
-  CallbackTable& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  t.runner = std::move(fn);
-}
-
-CallbackRef retain_callback(uint64_t id) {
-  {
-    CallbackTable& t = table();
-    std::lock_guard<std::mutex> lock(t.mu);
-    ++t.refs[id];
-  }
-  return CallbackRef(new uint64_t(id), [](const void* p) {
-    const auto* id = static_cast<const uint64_t*>(p);
-    release_callback(*id);
-    delete id;
-  });
-}
-
-bool callback_in_use(uint64_t id) {
-  CallbackTable& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  return t.refs.count(id) != 0;
-}
-
-std::vector<uint64_t> take_released_callbacks() {
-  CallbackTable& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  std::vector<uint64_t> out;
-  out.swap(t.released);
-  return out;
-}
-
-bool in_host_callback() { return t_in_callback; }
-
-bool host_callback_running() { return g_callbacks_running.load() > 0; }
 
 void register_callback_ops(Registry& r) { r.add_target(kCallbackTarget, lower_callback); }
 
