@@ -186,7 +186,8 @@ bool Emitter::supported_op(Opcode op) {
     case Opcode::shift_right_arithmetic: case Opcode::shift_right_logical: case Opcode::sign:
     case Opcode::sine: case Opcode::slice: case Opcode::sort: case Opcode::sqrt:
     case Opcode::subtract: case Opcode::tan: case Opcode::tanh: case Opcode::transpose:
-    case Opcode::while_: case Opcode::xor_: case Opcode::call:
+    case Opcode::while_: case Opcode::xor_: case Opcode::call: case Opcode::cholesky:
+    case Opcode::triangular_solve:
       return true;
     default:
       return false;

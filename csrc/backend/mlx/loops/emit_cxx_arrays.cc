@@ -1,6 +1,7 @@
 // The host loop engine's array ops (emitter.h): pad, dot_general,
 // reduce, gather (clamped starts), scatter (dropped out-of-range windows,
-// combined by its region) and sort (stable, by its comparator).
+// combined by its region), sort (stable, by its comparator), and cholesky
+// and triangular_solve (host/linalg_kernels.h, as the ops run outside loops).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -284,6 +285,74 @@ void Emitter::emit_sort(const Instruction& inst) {
            std::to_string(st[dim]) + "L] = " + name(inst.operands[j]) + ".d[" + base + " + " + perm + ".d[k] * " +
            std::to_string(st[dim]) + "L];");
   });
+}
+
+namespace {
+
+// n of an operand [..., n, n], or -1 when it is not a batch of square matrices.
+int64_t square_size(const TensorType& t) {
+  const size_t r = t.shape.size();
+  if (r < 2 || t.shape[r - 1] != t.shape[r - 2]) return -1;
+  return t.shape[r - 1];
+}
+
+}  // namespace
+
+void Emitter::emit_cholesky(const Instruction& inst) {
+  const TensorType& t = type(inst.operands[0]);
+  const int64_t n = square_size(t);
+  if (n < 0) unsupported(inst, "operand " + t.str() + " is not square");
+  if (t.dtype != DType::kF32 && t.dtype != DType::kF64) unsupported(inst, "on " + t.str());
+  if (type(inst.results[0]) != t) unsupported(inst, "result type");
+  const int64_t batch = n ? count(inst.operands[0]) / (n * n) : 0;
+  const bool lower = inst.attr_bool("lower", false);
+  work_ += batch * (n * n * n / 3 + n * n);
+  const std::string a = name(inst.operands[0]);
+  const std::string r = decl(inst.results[0]);
+  if (batch == 0 || n == 0) return;
+  const std::string T = elem(inst.operands[0]), N = std::to_string(n) + "L";
+  line("{");
+  line("  " + T + " scratch[" + std::to_string(lower ? 1 : n * n) + "];");
+  line("  for (long b = 0; b < " + std::to_string(batch) + "L; ++b)");
+  line("    pjrtx::backend::linalg::cholesky<" + T + ">(" + a + ".d + b * " + N + " * " + N + ", " + r +
+       ".d + b * " + N + " * " + N + ", " + N + ", " + (lower ? "true" : "false") + ", scratch);");
+  line("}");
+}
+
+void Emitter::emit_triangular_solve(const Instruction& inst) {
+  const TensorType& ta = type(inst.operands[0]);
+  const TensorType& tb = type(inst.operands[1]);
+  const int64_t n = square_size(ta);
+  if (n < 0) unsupported(inst, "a " + ta.str() + " is not square");
+  if (tb.dtype != ta.dtype || (ta.dtype != DType::kF32 && ta.dtype != DType::kF64))
+    unsupported(inst, "on " + ta.str() + " and " + tb.str());
+  if (type(inst.results[0]) != tb || tb.shape.size() != ta.shape.size()) unsupported(inst, "result type");
+  const bool left = inst.attr_bool("left_side", false);
+  const bool lower = inst.attr_bool("lower", false);
+  const bool unit = inst.attr_bool("unit_diagonal", false);
+  const std::string trans = inst.attr_str("transpose_a", "NO_TRANSPOSE");
+  if (trans != "NO_TRANSPOSE" && trans != "TRANSPOSE" && trans != "ADJOINT")
+    unsupported(inst, "transpose_a " + trans);
+  const size_t rank = tb.shape.size();
+  const int64_t rows = tb.shape[rank - 2], cols = tb.shape[rank - 1];
+  if ((left ? rows : cols) != n) unsupported(inst, "a does not fit b");
+  const int64_t other = left ? cols : rows;
+  const int64_t batch = n ? count(inst.operands[0]) / (n * n) : 0;
+  work_ += batch * n * n * std::max<int64_t>(other, 1);
+  const std::string a = name(inst.operands[0]), b = name(inst.operands[1]);
+  const std::string r = decl(inst.results[0]);
+  if (count(inst.operands[1]) == 0) return;
+  const std::string T = elem(inst.operands[1]), N = std::to_string(n) + "L";
+  const bool transposed = trans != "NO_TRANSPOSE";
+  line("{");
+  line("  std::memcpy(" + r + ".d, " + b + ".d, sizeof(" + T + ") * " + n_of(inst.operands[1]) + ");");
+  line("  " + T + " scratch[" + std::to_string(transposed ? n * n : 1) + "];");
+  line("  for (long b = 0; b < " + std::to_string(batch) + "L; ++b)");
+  line("    pjrtx::backend::linalg::triangular_solve<" + T + ">(" + a + ".d + b * " + N + " * " + N + ", " + r +
+       ".d + b * " + std::to_string(n * other) + "L, " + N + ", " + std::to_string(other) + "L, " +
+       (left ? "true" : "false") + ", " + (lower ? "true" : "false") + ", " + (unit ? "true" : "false") + ", " +
+       (transposed ? "true" : "false") + ", " + (trans == "ADJOINT" ? "true" : "false") + ", scratch);");
+  line("}");
 }
 
 }  // namespace pjrtx::backend::loops::emitter

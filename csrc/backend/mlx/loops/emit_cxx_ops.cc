@@ -293,6 +293,8 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
     case Opcode::gather: return emit_gather(inst);
     case Opcode::scatter: return emit_scatter(inst, consume);
     case Opcode::sort: return emit_sort(inst);
+    case Opcode::cholesky: return emit_cholesky(inst);
+    case Opcode::triangular_solve: return emit_triangular_solve(inst);
     case Opcode::while_: {
       std::vector<std::string> init;
       for (size_t k = 0; k < inst.operands.size(); ++k) init.push_back(in(k));

@@ -4,7 +4,8 @@
 //   case/if, func.call and its outlined functions);
 // - emit_cxx_ops.cc: one instruction: the dispatch, element-wise ops,
 //   compares, converts, constants, slices and other views;
-// - emit_cxx_arrays.cc: pad, dot, reduce, gather, scatter, sort.
+// - emit_cxx_arrays.cc: pad, dot, reduce, gather, scatter, sort, cholesky,
+//   triangular_solve.
 #pragma once
 
 #include <cstdint>
@@ -299,6 +300,12 @@ class Emitter {
   void emit_scatter(const Instruction& inst, const std::vector<bool>& consume);
 
   void emit_sort(const Instruction& inst);
+
+  // stablehlo.cholesky and triangular_solve on f32/f64, per matrix of the
+  // batch, through host/linalg_kernels.h (built after the prelude).
+  void emit_cholesky(const Instruction& inst);
+
+  void emit_triangular_solve(const Instruction& inst);
 };
 
 }  // namespace pjrtx::backend::loops::emitter

@@ -18,6 +18,7 @@
 #include "backend/mlx/loops/cxx_build.h"
 #include "backend/mlx/loops/cxx_prelude.h"
 #include "backend/mlx/loops/emit_cxx.h"
+#include "backend/mlx/loops/linalg_text.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/profile.h"
@@ -120,6 +121,15 @@ int call_callback(void* self, long k, const void* const* args, void* const* resu
   }
 }
 
+// What every loop is built after: the prelude, then the linalg kernels the
+// op family's host kernels run (host/linalg_kernels.h), for loops that
+// factor or solve. Precompiled once (cxx_build.h), so it costs a loop
+// nothing.
+const std::string& loop_prelude() {
+  static const std::string* p = new std::string(std::string(kCxxPrelude) + kLinalgKernelsText);
+  return *p;
+}
+
 void decide(const compiler::Instruction& inst, const char* where, const std::string& why) {
   if (trace_enabled()) trace(std::string("loop ") + where, 0, 0, why + " " + inst.loc);
   if (profile_enabled())
@@ -154,13 +164,13 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
   if (std::string dir = env_string("PJRTX_DUMP_DIR"); !dir.empty()) {
     static std::atomic<int> seq{0};
     std::ofstream(dir + "/host_loop." + std::to_string(seq++) + ".cc") << "// " << inst.where() << "\n"
-                                                                       << kCxxPrelude << "\n"
+                                                                       << loop_prelude() << "\n"
                                                                        << src->code;
   }
   BuiltLoop built;
   {
     ProfileScope span("compile", "host loop: build");
-    built = build_loop(kCxxPrelude, src->code, src->symbol);
+    built = build_loop(loop_prelude(), src->code, src->symbol);
   }
   if (!built.fn) {
     decide(inst, "mlx", "the host compiler failed: " + built.error);

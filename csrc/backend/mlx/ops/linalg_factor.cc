@@ -4,7 +4,7 @@
 // (@LuDecomposition, also what pjrtx/jax_rules/linalg_factor.py emits for
 // lu_p), and for geqp3 (@pjrtx_geqp3, emitted by the same file for
 // geqp3_p). Each runs as a host kernel (host/host_kernel.h) over the batch,
-// with the loops of ops/linalg_kernels.h; MLX's own linalg does not fit: its
+// with the loops of host/linalg_kernels.h; MLX's own linalg does not fit: its
 // cholesky ignores a failed factorization and its solve_triangular inverts
 // the matrix (and throws on a singular one) where XLA substitutes and
 // returns inf/NaN.
@@ -21,7 +21,7 @@
 
 #include "backend/mlx/host/host_kernel.h"
 #include "backend/mlx/ops/common.h"
-#include "backend/mlx/ops/linalg_kernels.h"
+#include "backend/mlx/host/linalg_kernels.h"
 
 namespace pjrtx::backend {
 
@@ -117,29 +117,9 @@ Kernel lower_cholesky(LowerCtx& ctx) {
   HostFn fn = by_type(ct, [=](auto tag) -> HostFn {
     using T = decltype(tag);
     return [=](const Arrays& in, Arrays& out) {
-      std::vector<T> upper(lower ? 0 : n * n);
-      for (int64_t b = 0; b < batch; ++b) {
-        const T* a = in[0].data<T>() + b * n * n;
-        T* l = out[0].data<T>() + b * n * n;
-        if (!lower) {
-          // a = U^H U: U^H is the lower factor of the matrix whose lower
-          // triangle is the conjugate transpose of a's upper one.
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j <= i; ++j) upper[i * n + j] = linalg::conj(a[j * n + i]);
-          a = upper.data();
-        }
-        if (!linalg::cholesky_lower(a, l, n)) {
-          std::fill(l, l + n * n, linalg::nan_value<T>());
-        } else if (!lower) {
-          for (int64_t i = 0; i < n; ++i) {
-            l[i * n + i] = linalg::conj(l[i * n + i]);
-            for (int64_t j = 0; j < i; ++j) {
-              l[j * n + i] = linalg::conj(l[i * n + j]);
-              l[i * n + j] = T(0);
-            }
-          }
-        }
-      }
+      std::vector<T> scratch(lower ? 0 : n * n);
+      for (int64_t b = 0; b < batch; ++b)
+        linalg::cholesky(in[0].data<T>() + b * n * n, out[0].data<T>() + b * n * n, n, lower, scratch.data());
     };
   });
   return host_kernel_op(ctx, "stablehlo.cholesky", ct, fn);
@@ -174,23 +154,14 @@ Kernel lower_triangular_solve(LowerCtx& ctx) {
   HostFn fn = by_type(ct, [=](auto tag) -> HostFn {
     using T = decltype(tag);
     return [=](const Arrays& in, Arrays& out) {
-      std::vector<T> m(transposed ? n * n : 0);
+      std::vector<T> scratch(transposed ? n * n : 0);
       const int64_t bsize = n * other;
       const T* bin = in[1].data<T>();
       T* x = out[0].data<T>();
       std::copy(bin, bin + batch * bsize, x);
-      for (int64_t b = 0; b < batch; ++b) {
-        const T* a = in[0].data<T>() + b * n * n;
-        if (transposed) {
-          // op(a) is triangular on the other side: its lower triangle is
-          // the (conjugate) transpose of a's upper one.
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j)
-              m[i * n + j] = adjoint ? linalg::conj(a[j * n + i]) : a[j * n + i];
-          a = m.data();
-        }
-        linalg::trsm(a, x + b * bsize, n, other, left, transposed ? !lower : lower, unit);
-      }
+      for (int64_t b = 0; b < batch; ++b)
+        linalg::triangular_solve(in[0].data<T>() + b * n * n, x + b * bsize, n, other, left, lower, unit,
+                                 transposed, adjoint, scratch.data());
     };
   });
   return host_kernel_op(ctx, "stablehlo.triangular_solve", ct, fn);

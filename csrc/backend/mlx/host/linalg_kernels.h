@@ -1,6 +1,9 @@
 // Dense factorizations and triangular solves on one row-major matrix in host
-// memory, for the host kernels of ops/linalg_factor.cc. T is float, double,
-// std::complex<float> or std::complex<double> (c128, stored as f64 pairs).
+// memory, for the host kernels of ops/linalg_factor.cc and, as text, for the
+// compiled host loops (loops/host_loop.cc builds this file after the loop
+// prelude, so a cholesky inside a loop computes exactly what the op computes
+// outside one). T is float, double, std::complex<float> or
+// std::complex<double> (c128, stored as f64 pairs). Standard headers only.
 //
 // They follow LAPACK's algorithms and conventions (what XLA:CPU calls through
 // JAX's CPU lowerings), unblocked: potrf (Cholesky), trsm (substitution),
@@ -103,6 +106,33 @@ bool cholesky_lower(const T* a, T* l, int64_t n) {
     for (int64_t j = i + 1; j < n; ++j) li[j] = T(0);
   }
   return true;
+}
+
+// stablehlo.cholesky of one n x n matrix: out = L with a = L L^H (`lower`,
+// reading a's lower triangle) or U with a = U^H U (reading its upper one);
+// the other triangle is zero. A matrix that is not positive definite gives
+// all NaN, as JAX's CPU lowering makes of potrf's info > 0. `scratch` holds
+// n * n elements (used when !lower).
+template <typename T>
+void cholesky(const T* a, T* out, int64_t n, bool lower, T* scratch) {
+  if (!lower) {
+    // a = U^H U: U^H is the lower factor of the matrix whose lower triangle
+    // is the conjugate transpose of a's upper one.
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i; ++j) scratch[i * n + j] = conj(a[j * n + i]);
+    a = scratch;
+  }
+  if (!cholesky_lower(a, out, n)) {
+    std::fill(out, out + n * n, nan_value<T>());
+  } else if (!lower) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i * n + i] = conj(out[i * n + i]);
+      for (int64_t j = 0; j < i; ++j) {
+        out[j * n + i] = conj(out[i * n + j]);
+        out[i * n + j] = T(0);
+      }
+    }
+  }
 }
 
 // ---- Triangular solves (trsm) ------------------------------------------------------------
@@ -356,6 +386,25 @@ void getrf(T* a, int32_t* pivot, int32_t* perm, int64_t m, int64_t n) {
       for (int64_t c = j + 1; c < n; ++c) ai[c] -= l * uj[c];
     }
   }
+}
+
+// stablehlo.triangular_solve of one matrix: x holds b (n x other when
+// `left`, other x n otherwise) and becomes the solution of op(a) x = b (or
+// x op(a) = b), op the identity, transpose (`transposed`) or adjoint
+// (`adjoint` too). Only a's `lower` (or upper) triangle is read, and not its
+// diagonal when `unit`. `scratch` holds n * n elements (used when
+// transposed).
+template <typename T>
+void triangular_solve(const T* a, T* x, int64_t n, int64_t other, bool left, bool lower, bool unit,
+                      bool transposed, bool adjoint, T* scratch) {
+  if (transposed) {
+    // op(a) is triangular on the other side: its lower triangle is the
+    // (conjugate) transpose of a's upper one.
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) scratch[i * n + j] = adjoint ? conj(a[j * n + i]) : a[j * n + i];
+    a = scratch;
+  }
+  trsm(a, x, n, other, left, transposed ? !lower : lower, unit);
 }
 
 }  // namespace pjrtx::backend::linalg
