@@ -406,6 +406,33 @@ def test_a_big_callee_is_emitted_once_and_a_small_one_inlined_at_each_site(tmp_p
     check(f, *args)
 
 
+def test_big_callees_called_once_are_split_out_and_identical_ones_shared(tmp_path):
+    # A big callee called once over small buffers becomes a function of its
+    # own (a sampler's body is otherwise one C++ function whose build time
+    # grows faster than its size); two callees with the same body (JAX
+    # names copies f, f_0, ...) share one; a big callee over a buffer past
+    # 4 KiB called once stays inlined, free to update it in place.
+    def scramble_a(xs):
+        return _scramble(xs)
+
+    def scramble_b(xs):
+        return _scramble(xs)
+    first, second = jax.jit(scramble_a), jax.jit(scramble_b)
+    third = jax.jit(lambda big: _scramble(big))
+
+    def f(xs, big):
+        def body(i, s):
+            xs, big = s
+            return first(xs + i) - second(xs), third(big.at[i].add(1))
+        return lax.fori_loop(0, 10, body, (xs, big))
+    args = (np.arange(16, dtype=np.int32), np.arange(2048, dtype=np.int32))
+    src = _emitted_source(f, args, tmp_path)
+    defined = re.findall(r"static void (fn\d+_\w+)\(", src)
+    assert len(defined) == 1 and "scramble_" in defined[0], defined
+    assert len(re.findall(rf"\b{defined[0]}\(", src)) == 3, src[-3000:]  # the definition and two calls
+    check(f, *args)
+
+
 # ---------------------------------------------------------------- captured values and donation
 
 def test_captured_array_and_donated_state():

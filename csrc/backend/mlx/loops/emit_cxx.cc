@@ -234,10 +234,16 @@ std::string Emitter::name(ValueId v) const {
   return it->second;
 }
 
+std::string Emitter::value_name(ValueId v) {
+  if (!local_names_) return "v" + std::to_string(v);
+  auto [it, added] = local_names_->emplace(v, static_cast<int>(local_names_->size()));
+  return "l" + std::to_string(it->second);
+}
+
 // Declares the buffer of result v and binds it. `empty`: a heap buffer
 // without storage yet, for a result that is assigned whole (assign()).
 std::string Emitter::decl(ValueId v, bool empty) {
-  std::string n = "v" + std::to_string(v);
+  std::string n = value_name(v);
   const bool heap = type(v).byte_size() > 256;
   line(buf_type(v) + " " + n + (empty && heap ? "{nullptr};" : ";"));
   names_[v] = n;
@@ -461,6 +467,16 @@ void Emitter::emit_branches(const Instruction& inst, const std::string& selector
   line("}");
 }
 
+// Whether every operand and result of a call fits in 4 KiB: outlined, such
+// a callee's in-place updates of its operands become copies of at most that.
+bool Emitter::small_interface(const Instruction& inst) const {
+  for (ValueId v : inst.operands)
+    if (type(v).byte_size() > 4096) return false;
+  for (ValueId v : inst.results)
+    if (type(v).byte_size() > 4096) return false;
+  return true;
+}
+
 int64_t Emitter::ops_in(const compiler::Region& r) {
   int64_t n = 0;
   for (const Instruction& i : r.body) {
@@ -482,7 +498,7 @@ int64_t Emitter::callee_ops(const std::string& callee) {
 
 void Emitter::emit_call(const Instruction& inst, const std::vector<bool>& consume) {
   const std::string callee = inst.attr_str("callee");
-  if (call_sites_[callee] > 1 && callee_ops(callee) > kOutlineOps)
+  if (callee_ops(callee) > kOutlineOps && (call_sites_[callee] > 1 || small_interface(inst)))
     return emit_outlined_call(inst, callee);
   const compiler::Function* f = plan_.find_function(callee);
   std::vector<std::string> res;
@@ -533,6 +549,11 @@ const Emitter::Outlined& Emitter::outline(const std::string& callee) {
   const Region& r = f->body;
   const std::string fn = "fn" + std::to_string(outlined_.size()) + "_" + sanitize(callee);
   auto saved_names = names_;
+  auto* saved_locals = local_names_;
+  const int saved_fresh = fresh_;
+  std::map<ValueId, int> locals;
+  local_names_ = &locals;
+  fresh_ = 0;
   auto saved_mov = movable_;
   auto saved_dying = dying_;
   std::ostringstream* saved_out = out_;
@@ -542,7 +563,7 @@ const Emitter::Outlined& Emitter::outline(const std::string& callee) {
   out_ = &body;
   indent_ = 1;
   names_.clear();
-  std::string sig = "static void " + fn + "(";
+  std::string sig;
   std::vector<std::string> params;
   for (size_t i = 0; i < r.params.size(); ++i) {
     params.push_back("a" + std::to_string(i));
@@ -556,9 +577,13 @@ const Emitter::Outlined& Emitter::outline(const std::string& callee) {
   for (auto& x : rets) ++uses[x];
   for (size_t i = 0; i < rets.size(); ++i)
     assign("r" + std::to_string(i), rets[i], r.returns[i], movable_.count(rets[i]) && uses[rets[i]] == 1);
-  fn_defs_.push_back(sig + ") {\n" + body.str() + "}\n");
+  const std::string text = sig + ") {\n" + body.str() + "}\n";
+  auto [same, added] = fn_by_text_.emplace(text, fn);
+  if (added) fn_defs_.push_back("__attribute__((noinline)) static void " + fn + "(" + text);
   Outlined& o = outlined_[callee];
-  o.fn = fn;
+  o.fn = same->second;
+  local_names_ = saved_locals;
+  fresh_ = saved_fresh;
   o.work = work_ - work0;
   o.ops = ops_ - ops0;
   work_ = work0;

@@ -152,7 +152,7 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
     case Opcode::optimization_barrier: {
       for (size_t k = 0; k < inst.results.size(); ++k) {
         ValueId v = inst.results[k];
-        std::string n = "v" + std::to_string(v);
+        std::string n = value_name(v);
         if (consume[k] && buf_type(v) == buf_type(inst.operands[k]))
           line(buf_type(v) + " " + n + "(std::move(" + in(k) + "));");
         else {
@@ -324,7 +324,7 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
 // The result buffer of an op that updates its first operand: the operand's
 // own buffer at its last use, else a copy.
 std::string Emitter::take_or_copy(ValueId result, ValueId operand, bool consume) {
-  std::string n = "v" + std::to_string(result);
+  std::string n = value_name(result);
   if (consume && buf_type(result) == buf_type(operand)) {
     line(buf_type(result) + " " + n + "(std::move(" + name(operand) + "));");
   } else {
@@ -381,7 +381,7 @@ void Emitter::emit_constant(const Instruction& inst) {
     s += literal(t, dd.bytes.data() + i * es);
   }
   line(s + "};");
-  std::string nm = "v" + std::to_string(v);
+  std::string nm = value_name(v);
   line("const C<" + std::string(ctype(t)) + "> " + nm + "{" + arr + "};");
   names_[v] = nm;
 }

@@ -160,6 +160,13 @@ class Emitter {
   std::map<std::string, Outlined> outlined_;
   // Definitions of the outlined callees, each after those it calls.
   std::vector<std::string> fn_defs_;
+  // Inside an outlined function values are named l0, l1, ... in the order
+  // they are declared, and fresh names restart, so two callees with the
+  // same body (JAX emits threefry2x32, threefry2x32_0, ... as copies) have
+  // the same text: one C++ function serves both (fn_by_text_: parameters
+  // and body -> function name).
+  std::map<ValueId, int>* local_names_ = nullptr;
+  std::map<std::string, std::string> fn_by_text_;
   // The host callbacks the code calls (LoopSource::callbacks).
   std::vector<LoopCallback> callbacks_;
 
@@ -193,6 +200,8 @@ class Emitter {
   void line(const std::string& s) { *out_ << std::string(2 * indent_, ' ') << s << "\n"; }
   std::string fresh(const char* p) { return p + std::to_string(fresh_++); }
   std::string name(ValueId v) const;
+  // The C++ name a value's buffer is declared as.
+  std::string value_name(ValueId v);
   // Declares the buffer of result v and binds it. `empty`: a heap buffer
   // without storage yet, for a result that is assigned whole (assign()).
   std::string decl(ValueId v, bool empty = false);
@@ -232,16 +241,22 @@ class Emitter {
   // Results declared here, then each branch in its own scope assigns them.
   void emit_branches(const Instruction& inst, const std::string& selector);
 
-  // A callee called from one place is inlined (its operands may be taken
-  // over at their last use); a big one called from several is emitted once
-  // as a function over views of its operands, so a body that calls threefry
-  // at five places compiles it once. A small one (jnp.remainder's dozen
-  // ops) is inlined at every site all the same: there its operands are
-  // often constants the C++ compiler folds in (x % 4096 becomes a mask, not
-  // an integer division), which a shared function hides from it.
+  // A big callee (over kOutlineOps ops, e.g. threefry) becomes one C++
+  // function over views of its operands, noinline: called from several
+  // places, the body compiles once; called from one with a small interface
+  // (small_interface), it splits the loop's one huge function, whose build
+  // time grows faster than its size (GCC's alias walk, register
+  // allocation): numpyro's ESS loop built in 22 s as one function, 18 s
+  // with its callees apart. A callee over big buffers called once is
+  // inlined, so it can update its operands in place at their last use. A
+  // small callee (jnp.remainder's dozen ops) is inlined at every site: there
+  // its operands are often constants the C++ compiler folds in (x % 4096
+  // becomes a mask, not an integer division), which a function hides.
   static constexpr int64_t kOutlineOps = 48;
 
   int64_t ops_in(const compiler::Region& r);
+
+  bool small_interface(const Instruction& inst) const;
 
   int64_t callee_ops(const std::string& callee);
 
