@@ -47,15 +47,23 @@ PY_INC="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
 # does (imported target), so warnings in its
 # headers do not count; -Wno-unknown-warning-option: the build's -W flags
 # are GCC's.
+LOG="$(mktemp -d)"
+trap 'rm -rf "$LOG"' EXIT
+# The header CMakeLists.txt generates (configure_file): linalg_kernels.h's
+# text inside loops/linalg_text.h.in, for the host loop engine.
+GEN="$LOG/generated"
+mkdir -p "$GEN/backend/mlx/loops"
+"$PY" -c 'import sys; t = open(sys.argv[1]).read(); k = open(sys.argv[2]).read()
+open(sys.argv[3], "w").write(t.replace("@PJRTX_LINALG_KERNELS_TEXT@", k))' \
+  csrc/backend/mlx/loops/linalg_text.h.in csrc/backend/mlx/host/linalg_kernels.h \
+  "$GEN/backend/mlx/loops/linalg_text.h"
 FLAGS=(-std=c++20 -stdlib=libc++ -fsyntax-only -fPIC -DPJRTX_VERSION='"dev"'
        -DPJRTX_MLX_BUILD_VERSION='"dev"'
-       -Icsrc -isystem "$MLX_INC" -isystem "$NB_INC" -isystem "$PY_INC"
+       -Icsrc -I"$GEN" -isystem "$MLX_INC" -isystem "$NB_INC" -isystem "$PY_INC"
        -D_LIBCPP_REMOVE_TRANSITIVE_INCLUDES -Wno-unknown-warning-option)
 
 mapfile -t FILES < <(find csrc -name '*.cc' | sort)
 JOBS="$(nproc 2>/dev/null || echo 2)"
-LOG="$(mktemp -d)"
-trap 'rm -rf "$LOG"' EXIT
 printf '%s\n' "${FILES[@]}" |
   xargs -P "$JOBS" -I{} sh -c '"$@" {} > "$0/$(echo {} | tr / _).log" 2>&1 || echo {} >> "$0/failed"' \
     "$LOG" "$CXX" "${FLAGS[@]}"
