@@ -1,8 +1,9 @@
-"""Helpers for tests that start Python processes of their own (jax.distributed
-jobs, the launcher): a free port and the environment a child needs to import
-the same pjrtx as this process."""
+"""Helpers for tests about their environment: a free port and the environment
+a child process needs to import the same pjrtx as this process (jax.distributed
+jobs, the launcher), and environment settings for a block of this process."""
 import os
 import socket
+from contextlib import contextmanager
 
 
 def free_port() -> int:
@@ -25,3 +26,18 @@ def child_env(**extra) -> dict:
     env.pop("PJRTX_DEVICES", None)
     env.update(extra)
     return env
+
+
+@contextmanager
+def scoped_env(**settings):
+    """os.environ with `settings` for the block, restored after."""
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -43,6 +43,8 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from jax import lax  # noqa: E402
 
+from _procs import scoped_env  # noqa: E402
+
 MODES = ("all", "int", "off")
 SHAPES = [(), (1,), (3,), (2, 3), (3, 1), (2, 1, 2)]
 DTYPES32 = ["bool", "int8", "uint8", "int32", "uint32", "float32"]
@@ -461,12 +463,8 @@ def _reaches_subnormal(p: Program, context: str, trips: int) -> bool:
     tier's. Checked only when results differ."""
     whole = Program(p.values, p.args, list(range(len(p.values))))
     f = as_function(whole, "top", trips, "subnormal_check")
-    old = os.environ.get("PJRTX_HOST")
-    os.environ["PJRTX_HOST"] = "off"
-    try:
+    with scoped_env(PJRTX_HOST="off"):
         outs = run(jax.devices("pjrtx")[0], f, call_args(whole, "top", trips))[0]
-    finally:
-        os.environ["PJRTX_HOST"] = old if old is not None else "all"
     for o in outs:
         if o.dtype.kind == "f":
             tiny = np.finfo(o.dtype).tiny
@@ -491,13 +489,9 @@ def check(p: Program, context: str, trips: int):
     # 0.0 + -0.0 comes out -0.0 there (IEEE, and pjrtx: +0.0): the sign of a
     # zero is compared at top level only.
     zero_sign = context == "top" and zero_sign_defined(p)
-    old = {k: os.environ.get(k) for k in ("PJRTX_HOST", "PJRTX_LOOPS")}
-    try:
-        for loops, mode in TOP_SETTINGS if context == "top" else LOOP_SETTINGS:
-            os.environ["PJRTX_HOST"] = mode
-            if loops:
-                os.environ["PJRTX_LOOPS"] = loops
-            label = f"PJRTX_LOOPS={loops} PJRTX_HOST={mode}" if loops else f"PJRTX_HOST={mode}"
+    for loops, mode in TOP_SETTINGS if context == "top" else LOOP_SETTINGS:
+        label = f"PJRTX_LOOPS={loops} PJRTX_HOST={mode}" if loops else f"PJRTX_HOST={mode}"
+        with scoped_env(PJRTX_HOST=mode, **({"PJRTX_LOOPS": loops} if loops else {})):
             f = as_function(p, context, trips, f"pjrtx_{loops}_{mode}")
             for run_no, got in enumerate(run(jax.devices("pjrtx")[0], f, args, times=3), 1):
                 for k, (g, w) in enumerate(zip(got, want)):
@@ -505,12 +499,6 @@ def check(p: Program, context: str, trips: int):
                         bad.append(f"{label} run {run_no} output {k}: "
                                    f"got {g.dtype}{list(g.shape)} {g.tolist()}, "
                                    f"XLA:CPU {w.dtype}{list(w.shape)} {w.tolist()}")
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     if bad and _reaches_subnormal(p, context, trips):
         assume(False)
     assert not bad, f"{context} (trips {trips}):\n" + "\n".join(bad)
