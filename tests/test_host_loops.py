@@ -323,6 +323,58 @@ def test_threefry_random_in_a_loop():
     check(f, jax.random.key_data(jax.random.PRNGKey(42)))
 
 
+RBG_SHAPES = [(), (1,), (5,), (8,), (3, 5), (5, 4), (7, 5), (3, 7, 5), (2, 3, 1), (0,), (3, 0)]
+
+
+@pytest.mark.parametrize("alg", ["THREE_FRY", "PHILOX", "DEFAULT"])
+def test_rng_bit_generator_in_a_loop(alg):
+    # JAX's rbg keys and lax.rng_bit_generator: the key (u32[4], bitcast to
+    # a u64[2] state and back) advances each step; every draw is folded into
+    # the carry so that each step's bits count. Threefry's 32-bit layout
+    # splits the first even dimension, else the largest; 8/16-bit words are
+    # the low bits of 32-bit draws. Bit for bit against XLA:CPU, and the
+    # loop runs whole on the host (no MLX primitive per call).
+    algorithm = getattr(lax.RandomAlgorithm, "RNG_" + alg)
+
+    def f(key):
+        def body(i, s):
+            key, accs = s
+            out = []
+            for shape, dt, acc in zip(RBG_SHAPES * 2, [jnp.uint32] * len(RBG_SHAPES) + [jnp.uint8] * len(RBG_SHAPES),
+                                      accs):
+                key, bits = lax.rng_bit_generator(key, shape, dtype=dt, algorithm=algorithm)
+                out.append(acc ^ bits)
+            return key, tuple(out)
+        zeros = tuple(jnp.zeros(s, jnp.uint32) for s in RBG_SHAPES) + tuple(jnp.zeros(s, jnp.uint8) for s in RBG_SHAPES)
+        return lax.fori_loop(0, 5, body, (key, zeros))
+
+    keys = [np.array([0x12345678, 0x9ABCDEF0, 0x0F1E2D3C, 0x00000007], np.uint32),
+            # A counter 16 below 2^64: the draws wrap it (Philox carries
+            # into the high half, which for a u64[2] state is the key).
+            np.array([0xDEADBEEF, 0x00C0FFEE, 0xFFFFFFF0, 0xFFFFFFFF], np.uint32)]
+    for key in keys:
+        check(f, key)
+        with _env(PJRTX_LOOPS="host", PJRTX_HOST="off"):
+            assert primitives_per_call(_fresh(f), key) == {}
+
+
+@pytest.mark.parametrize("alg", ["THREE_FRY", "PHILOX"])
+def test_rng_bit_generator_64_bit_words_in_a_loop(alg):
+    algorithm = getattr(lax.RandomAlgorithm, "RNG_" + alg)
+    with jax.enable_x64(True):
+        def f(key):
+            def body(i, s):
+                key, acc, facc = s
+                key, bits = lax.rng_bit_generator(key, (3, 5), dtype=jnp.uint64, algorithm=algorithm)
+                key, u16 = lax.rng_bit_generator(key, (5, 3), dtype=jnp.uint16, algorithm=algorithm)
+                return key, acc ^ bits ^ u16.astype(jnp.uint64).T, facc + (bits >> 11).astype(jnp.float64)
+            return lax.fori_loop(0, 7, body, (key, jnp.zeros((3, 5), jnp.uint64), jnp.zeros((3, 5))))
+        key = np.array([0xDEADBEEF, 0x00C0FFEE, 0xFFFFFFF0, 0xFFFFFFFF], np.uint32)
+        check(f, key)  # the sums of 53-bit integers are exact
+        with _env(PJRTX_LOOPS="host", PJRTX_HOST="off"):
+            assert primitives_per_call(_fresh(f), key) == {}
+
+
 def _scramble(ys):
     # Enough ops (over 48) that a callee holding them is emitted once as a
     # C++ function rather than inlined at each call site.

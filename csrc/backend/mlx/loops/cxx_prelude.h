@@ -239,6 +239,103 @@ template <class F> void msort(long* idx, long* tmp, long n, F&& less) {
   }
 }
 
+// stablehlo.rng_bit_generator as XLA:CPU expands it (ops/rng.cc has the
+// same streams on MLX, and the layouts' reasons): Threefry-2x32 with 20
+// rounds and Philox-4x32 with 10, keyed by s[0]. Words narrower than 32
+// bits are the low bits of u32 draws; ns gets the advanced state.
+inline void rbg_threefry2x32(uint32_t k0, uint32_t k1, uint32_t& x0, uint32_t& x1) {
+  static constexpr int rot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const uint32_t ks[3] = {k0, k1, 0x1BD11BDAu ^ k0 ^ k1};
+  x0 += ks[0];
+  x1 += ks[1];
+  for (int g = 1; g <= 5; ++g) {
+    const int* r = rot + ((g - 1) % 2) * 4;
+    for (int i = 0; i < 4; ++i) {
+      x0 += x1;
+      x1 = ((x1 << r[i]) | (x1 >> (32 - r[i]))) ^ x0;
+    }
+    x0 += ks[g % 3];
+    x1 += ks[(g + 1) % 3] + static_cast<uint32_t>(g);
+  }
+}
+inline void rbg_philox4x32(uint32_t x[4], uint32_t k0, uint32_t k1) {
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(x[0]) * 0xD2511F53u;
+    const uint64_t p1 = static_cast<uint64_t>(x[2]) * 0xCD9E8D57u;
+    const uint32_t y0 = static_cast<uint32_t>(p1 >> 32) ^ x[1] ^ k0;
+    const uint32_t y2 = static_cast<uint32_t>(p0 >> 32) ^ x[3] ^ k1;
+    x[0] = y0;
+    x[1] = static_cast<uint32_t>(p1);
+    x[2] = y2;
+    x[3] = static_cast<uint32_t>(p0);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+template <class W> inline void rbg_put(void* out, long i, W w) {
+  std::memcpy(static_cast<unsigned char*>(out) + i * static_cast<long>(sizeof(W)), &w, sizeof(W));
+}
+// Threefry, words of W up to 32 bits. The shape is [outer, full, inner]
+// around XLA's split dimension; block (o, j, i) of the half shape
+// [outer, ceil(full / 2), inner] (row-major, counter s[1] + its index)
+// fills (o, 2j, i) and, within the shape, (o, 2j + 1, i).
+template <class W> void rbg_threefry_narrow(const uint64_t* s, uint64_t* ns, void* out, long outer, long full,
+                                            long inner) {
+  const long half = (full + 1) / 2;
+  const uint32_t k0 = static_cast<uint32_t>(s[0]), k1 = static_cast<uint32_t>(s[0] >> 32);
+  for (long o = 0; o < outer; ++o)
+    for (long j = 0; j < half; ++j)
+      for (long i = 0; i < inner; ++i) {
+        const uint64_t c = s[1] + static_cast<uint64_t>((o * half + j) * inner + i);
+        uint32_t x0 = static_cast<uint32_t>(c), x1 = static_cast<uint32_t>(c >> 32);
+        rbg_threefry2x32(k0, k1, x0, x1);
+        rbg_put<W>(out, (o * full + 2 * j) * inner + i, static_cast<W>(x0));
+        if (2 * j + 1 < full) rbg_put<W>(out, (o * full + 2 * j + 1) * inner + i, static_cast<W>(x1));
+      }
+  ns[0] = s[0];
+  ns[1] = s[1] + static_cast<uint64_t>(outer * half * inner);
+}
+// Threefry, 64-bit words: block k (counter s[1] + k) gives word k.
+inline void rbg_threefry_wide(const uint64_t* s, uint64_t* ns, void* out, long n) {
+  const uint32_t k0 = static_cast<uint32_t>(s[0]), k1 = static_cast<uint32_t>(s[0] >> 32);
+  for (long k = 0; k < n; ++k) {
+    const uint64_t c = s[1] + static_cast<uint64_t>(k);
+    uint32_t x0 = static_cast<uint32_t>(c), x1 = static_cast<uint32_t>(c >> 32);
+    rbg_threefry2x32(k0, k1, x0, x1);
+    rbg_put<uint64_t>(out, k, static_cast<uint64_t>(x0) | (static_cast<uint64_t>(x1) << 32));
+  }
+  ns[0] = s[0];
+  ns[1] = s[1] + static_cast<uint64_t>(n);
+}
+// Philox: block b's counter is the 128-bit (lo, hi) + b, with lo = s[1] and
+// hi = s[2] for a u64[3] state, s[0] (the key) for u64[2]; its four words
+// are words 4b..4b+3 of the output, or two u64s (w0 | w1 << 32, w2 | w3 <<
+// 32) at 2b and 2b+1.
+template <class W> void rbg_philox(const uint64_t* s, uint64_t* ns, long len, void* out, long n) {
+  constexpr bool wide = sizeof(W) == 8;
+  const long words = wide ? 2 * n : n, blocks = (words + 3) / 4;
+  const uint64_t lo = s[1], hi = len == 3 ? s[2] : s[0];
+  const uint32_t k0 = static_cast<uint32_t>(s[0]), k1 = static_cast<uint32_t>(s[0] >> 32);
+  for (long b = 0; b < blocks; ++b) {
+    const uint64_t clo = lo + static_cast<uint64_t>(b), chi = hi + (clo < lo ? 1u : 0u);
+    uint32_t x[4] = {static_cast<uint32_t>(clo), static_cast<uint32_t>(clo >> 32), static_cast<uint32_t>(chi),
+                     static_cast<uint32_t>(chi >> 32)};
+    rbg_philox4x32(x, k0, k1);
+    if constexpr (wide) {
+      for (long h = 0; h < 2; ++h)
+        if (2 * b + h < n)
+          rbg_put<uint64_t>(out, 2 * b + h, static_cast<uint64_t>(x[2 * h]) | (static_cast<uint64_t>(x[2 * h + 1]) << 32));
+    } else {
+      for (long w = 0; w < 4; ++w)
+        if (4 * b + w < n) rbg_put<W>(out, 4 * b + w, static_cast<W>(x[w]));
+    }
+  }
+  const uint64_t next = lo + static_cast<uint64_t>(blocks);
+  ns[0] = s[0];
+  ns[1] = next;
+  if (len == 3) ns[2] = hi + (next < lo ? 1u : 0u);
+}
+
 }  // namespace
 
 // What the engine passes a loop (host_loop.cc, HostCalls): call(self, k,

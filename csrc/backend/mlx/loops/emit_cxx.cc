@@ -187,7 +187,7 @@ bool Emitter::supported_op(Opcode op) {
     case Opcode::sine: case Opcode::slice: case Opcode::sort: case Opcode::sqrt:
     case Opcode::subtract: case Opcode::tan: case Opcode::tanh: case Opcode::transpose:
     case Opcode::while_: case Opcode::xor_: case Opcode::call: case Opcode::cholesky:
-    case Opcode::triangular_solve:
+    case Opcode::triangular_solve: case Opcode::rng_bit_generator:
       return true;
     default:
       return false;

@@ -1,7 +1,8 @@
 // The host loop engine's array ops (emitter.h): pad, dot_general,
 // reduce, gather (clamped starts), scatter (dropped out-of-range windows,
 // combined by its region), sort (stable, by its comparator), and cholesky
-// and triangular_solve (host/linalg_kernels.h, as the ops run outside loops).
+// and triangular_solve (host/linalg_kernels.h, as the ops run outside loops),
+// rng_bit_generator (the prelude's streams).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -353,6 +354,49 @@ void Emitter::emit_triangular_solve(const Instruction& inst) {
        (left ? "true" : "false") + ", " + (lower ? "true" : "false") + ", " + (unit ? "true" : "false") + ", " +
        (transposed ? "true" : "false") + ", " + (trans == "ADJOINT" ? "true" : "false") + ", scratch);");
   line("}");
+}
+
+void Emitter::emit_rng_bit_generator(const Instruction& inst) {
+  const std::string alg = inst.attr_str("rng_algorithm", "DEFAULT");
+  const bool threefry = alg == "THREE_FRY";
+  if (!threefry && alg != "PHILOX" && alg != "DEFAULT")  // DEFAULT is Philox on XLA:CPU
+    unsupported(inst, "rng_algorithm " + alg);
+  const TensorType& st = type(inst.operands[0]);
+  if (st.dtype != DType::kU64 || st.shape.size() != 1 || type(inst.results[0]) != st)
+    unsupported(inst, "state " + st.str());
+  const int64_t len = st.shape[0];
+  if (threefry ? len != 2 : len != 2 && len != 3) unsupported(inst, alg + " with state " + st.str());
+  const TensorType& out = type(inst.results[1]);
+  if (out.dtype == DType::kPred) unsupported(inst, "bits of " + out.str());
+  const int bits = compiler::dtype_bits(out.dtype);
+  const std::string W = "uint" + std::to_string(bits) + "_t";
+  const std::string s = name(inst.operands[0]);
+  const std::string ns = decl(inst.results[0]);
+  const std::string r = decl(inst.results[1]);
+  const int64_t n = count(inst.results[1]);
+  if (!threefry) {
+    line("rbg_philox<" + W + ">(" + s + ".d, " + ns + ".d, " + std::to_string(len) + "L, " + r + ".d, " +
+         std::to_string(n) + "L);");
+  } else if (bits == 64) {
+    line("rbg_threefry_wide(" + s + ".d, " + ns + ".d, " + r + ".d, " + std::to_string(n) + "L);");
+  } else {
+    // XLA's split: the first dimension of even size, else the first of the
+    // largest (a scalar counts as [1]).
+    const Shape shape = out.shape.empty() ? Shape{1} : out.shape;
+    size_t split = shape.size();
+    for (size_t i = 0; i < shape.size() && split == shape.size(); ++i)
+      if (shape[i] % 2 == 0) split = i;
+    if (split == shape.size()) {
+      split = 0;
+      for (size_t i = 0; i < shape.size(); ++i)
+        if (shape[i] > shape[split]) split = i;
+    }
+    int64_t outer = 1, inner = 1;
+    for (size_t i = 0; i < split; ++i) outer *= shape[i];
+    for (size_t i = split + 1; i < shape.size(); ++i) inner *= shape[i];
+    line("rbg_threefry_narrow<" + W + ">(" + s + ".d, " + ns + ".d, " + r + ".d, " + std::to_string(outer) +
+         "L, " + std::to_string(shape[split]) + "L, " + std::to_string(inner) + "L);");
+  }
 }
 
 }  // namespace pjrtx::backend::loops::emitter

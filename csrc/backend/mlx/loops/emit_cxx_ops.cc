@@ -115,10 +115,21 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
       return;
     }
     case Opcode::bitcast_convert: {
-      if (type(inst.operands[0]).shape != type(inst.results[0]).shape ||
-          compiler::dtype_size(type(inst.operands[0]).dtype) != compiler::dtype_size(type(inst.results[0]).dtype) ||
-          type(inst.results[0]).dtype == DType::kPred || type(inst.operands[0]).dtype == DType::kPred)
-        unsupported(inst, "between widths");
+      const TensorType& from = type(inst.operands[0]);
+      const TensorType& to = type(inst.results[0]);
+      if (to.dtype == DType::kPred || from.dtype == DType::kPred) unsupported(inst, "on pred");
+      const int64_t bytes = count(inst.results[0]) * compiler::dtype_size(to.dtype);
+      if (from.shape != to.shape) {
+        // Between widths (JAX's u32[2] <-> u64 of a random key): the
+        // narrow elements of the last dimension are the wide one's bytes,
+        // first at the lowest address, so row-major memory is unchanged
+        // (little-endian hosts, as literal() assumes).
+        if (bytes != count(inst.operands[0]) * compiler::dtype_size(from.dtype)) unsupported(inst, "sizes");
+        std::string r = decl(inst.results[0]);
+        if (bytes) line("std::memcpy(" + r + ".d, " + in(0) + ".d, " + std::to_string(bytes) + "L);");
+        return;
+      }
+      if (compiler::dtype_size(from.dtype) != compiler::dtype_size(to.dtype)) unsupported(inst, "sizes");
       std::string r = decl(inst.results[0]);
       line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = bitcast<" + T + ", " +
            elem(inst.operands[0]) + ">(" + el(0, "k") + ");");
@@ -294,6 +305,7 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
     case Opcode::scatter: return emit_scatter(inst, consume);
     case Opcode::sort: return emit_sort(inst);
     case Opcode::cholesky: return emit_cholesky(inst);
+    case Opcode::rng_bit_generator: return emit_rng_bit_generator(inst);
     case Opcode::triangular_solve: return emit_triangular_solve(inst);
     case Opcode::while_: {
       std::vector<std::string> init;

@@ -5,7 +5,7 @@
 // - emit_cxx_ops.cc: one instruction: the dispatch, element-wise ops,
 //   compares, converts, constants, slices and other views;
 // - emit_cxx_arrays.cc: pad, dot, reduce, gather, scatter, sort, cholesky,
-//   triangular_solve.
+//   triangular_solve, rng_bit_generator.
 #pragma once
 
 #include <cstdint>
@@ -321,6 +321,10 @@ class Emitter {
   void emit_cholesky(const Instruction& inst);
 
   void emit_triangular_solve(const Instruction& inst);
+
+  // stablehlo.rng_bit_generator: the prelude's Threefry and Philox streams,
+  // bit for bit as XLA:CPU's (and ops/rng.cc's on MLX).
+  void emit_rng_bit_generator(const Instruction& inst);
 };
 
 }  // namespace pjrtx::backend::loops::emitter
