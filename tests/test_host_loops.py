@@ -27,6 +27,7 @@ under PJRTX_LOOPS=host.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -75,7 +76,7 @@ def check(f, *args, rtol=0.0, atol=0.0, donate=(), modes=("host", "auto")):
                 for k, (g, w) in enumerate(zip(got, want)):
                     assert g.dtype == w.dtype and g.shape == w.shape, (mode, k, g.dtype, w.dtype)
                     if rtol == 0 and atol == 0:
-                        same = np.array_equal(g, w, equal_nan=(g.dtype.kind == "f"))
+                        same = np.array_equal(g, w, equal_nan=(g.dtype.kind in "fc"))
                         assert same, f"PJRTX_LOOPS={mode} run {run_no} output {k}: {g} != {w}"
                     else:
                         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol,
@@ -373,6 +374,85 @@ def test_rng_bit_generator_64_bit_words_in_a_loop(alg):
         check(f, key)  # the sums of 53-bit integers are exact
         with _env(PJRTX_LOOPS="host", PJRTX_HOST="off"):
             assert primitives_per_call(_fresh(f), key) == {}
+
+
+_EDGES = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 3e38], np.float32)
+
+
+def _complex_edges(dtype):
+    z = np.empty(len(_EDGES) ** 2, dtype)
+    z.real = np.repeat(_EDGES, len(_EDGES))
+    z.imag = np.tile(_EDGES, len(_EDGES))
+    return z
+
+
+def _complex_ops(a, b, n, m):
+    # Every complex op the engine takes, on every pair of edge values (0,
+    # -0, inf, NaN, near-overflow parts): + - * part by part, negation,
+    # == and !=, real/imag/complex, converts into complex from ints, bools
+    # and floats, select and indexing of a complex buffer. The loop runs
+    # them on the state so they sit in the body.
+    def body(i, s):
+        prod, tot, diff, neg, eq, parts, conv, picked = s
+        prod = a * b
+        tot = a + b
+        diff = a - b
+        neg = -a
+        eq = (a == b) | ((a != prod) & (jnp.real(a) > 0))
+        parts = lax.complex(jnp.imag(prod), jnp.real(tot))
+        conv = (n.astype(a.dtype) + (n > 2).astype(a.dtype) - m.astype(a.dtype)
+                + jnp.real(a)[:8].astype(a.dtype))
+        picked = jnp.where(eq, lax.dynamic_slice(jnp.concatenate([a, b]), (i * 5,), (a.shape[0],)), diff)
+        return prod, tot, diff, neg, eq, parts, conv, picked
+    init = (a, a, a, a, jnp.zeros(a.shape, bool), a, jnp.zeros(8, a.dtype), a)
+    return lax.fori_loop(0, 4, body, init)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_ops_at_the_edges_in_a_loop(dtype):
+    # Bit for bit (NaNs equal): each part of each result is one IEEE
+    # operation, or (a product's parts) one product fused into another's
+    # sum, as XLA:CPU computes them on FMA hardware: (inf + 3e38i)(-2 + 1.5i)
+    # is (-inf, inf) there, (-inf, NaN) unfused.
+    ctx = jax.enable_x64(True) if dtype == np.complex128 else contextlib.nullcontext()
+    with ctx:
+        probe = np.array([np.inf + 0j], dtype)
+        probe.imag = np.finfo(np.dtype(dtype).type(0).real.dtype).max / 1.1
+        xla = np.asarray(jax.jit(lambda a, b: a * b)(jax.device_put(probe, jax.devices("cpu")[0]),
+                                                    np.array([-2 + 1.5j], dtype)))
+        if np.isnan(xla.imag[0]):
+            pytest.skip("this CPU has no FMA: XLA:CPU rounds a complex product's parts unfused here")
+        a = _complex_edges(dtype)
+        b = np.roll(a, 13)
+        n = np.arange(-4, 4, dtype=np.int32)
+        m = np.linspace(-2.5, 1e30, 8).astype(np.float32)
+        check(_complex_ops, a, b, n, m)
+        with _env(PJRTX_LOOPS="host", PJRTX_HOST="off"):
+            assert primitives_per_call(_fresh(_complex_ops), a, b, n, m) == {}
+
+
+def test_a_contracting_complex_recurrence_in_a_loop():
+    # z -> w z + c with |w| = 0.56: a rounding apart per step (an FMA on
+    # one side) shrinks by 0.56 a step, so the results stay within
+    # 1 / (1 - 0.56) ~ 2.3 roundings of |z| (8 eps allowed, per part).
+    def f(z, c):
+        w = jnp.complex64(0.5 + 0.25j)
+        return lax.fori_loop(0, 300, lambda i, z: w * z + c, z)
+    z = (np.linspace(-3, 3, 16) + 1j * np.linspace(2, -1, 16)).astype(np.complex64)
+    c = (np.linspace(0.1, 1.0, 16) - 0.3j).astype(np.complex64)
+    want = _run(jax.devices("cpu")[0], _fresh(f), (z, c))[0][0]
+    check(f, z, c, atol=8 * np.finfo(np.float32).eps * np.abs(want).max())
+    with _env(PJRTX_LOOPS="host", PJRTX_HOST="off"):
+        assert primitives_per_call(_fresh(f), z, c) == {}
+
+
+def test_complex_ops_the_engine_lacks_keep_the_loop_on_mlx_and_say_so():
+    prog = """
+        f = jax.jit(lambda z: lax.fori_loop(0, 3, lambda i, z: z / (z + 2.0), z))
+        print(np.asarray(f(jnp.ones(4, jnp.complex64))))
+    """
+    lines = _placements(_trace_of(prog, {"PJRTX_LOOPS": "host"}))
+    assert lines and all("loop mlx" in ln and "on complex" in ln for ln in lines), lines
 
 
 def _scramble(ys):

@@ -133,6 +133,7 @@ LoopSource Emitter::run(const Instruction& loop) {
      << body.str() << "  } catch (const CallbackFailed&) {\n    return 2;\n  } catch (...) {\n    return 1;\n  }\n"
      << "  return 0;\n}\n";
   src.callbacks = std::move(callbacks_);
+  src.linalg = uses_linalg_;
   src.code = tu.str();
   src.work = work_;
   src.ops = ops_;
@@ -187,7 +188,24 @@ bool Emitter::supported_op(Opcode op) {
     case Opcode::sine: case Opcode::slice: case Opcode::sort: case Opcode::sqrt:
     case Opcode::subtract: case Opcode::tan: case Opcode::tanh: case Opcode::transpose:
     case Opcode::while_: case Opcode::xor_: case Opcode::call: case Opcode::cholesky:
-    case Opcode::triangular_solve: case Opcode::rng_bit_generator:
+    case Opcode::triangular_solve: case Opcode::rng_bit_generator: case Opcode::real:
+    case Opcode::imag: case Opcode::complex:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool Emitter::complex_op(Opcode op) {
+  switch (op) {
+    case Opcode::add: case Opcode::subtract: case Opcode::multiply: case Opcode::negate:
+    case Opcode::compare: case Opcode::convert: case Opcode::real: case Opcode::imag:
+    case Opcode::complex: case Opcode::select: case Opcode::broadcast_in_dim: case Opcode::reshape:
+    case Opcode::transpose: case Opcode::slice: case Opcode::dynamic_slice:
+    case Opcode::dynamic_update_slice: case Opcode::concatenate: case Opcode::reverse: case Opcode::pad:
+    case Opcode::gather: case Opcode::scatter: case Opcode::constant: case Opcode::while_:
+    case Opcode::case_: case Opcode::if_: case Opcode::call: case Opcode::optimization_barrier:
+    case Opcode::reduce: case Opcode::custom_call:
       return true;
     default:
       return false;

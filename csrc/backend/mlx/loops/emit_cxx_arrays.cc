@@ -312,6 +312,7 @@ void Emitter::emit_cholesky(const Instruction& inst) {
   const std::string r = decl(inst.results[0]);
   if (batch == 0 || n == 0) return;
   const std::string T = elem(inst.operands[0]), N = std::to_string(n) + "L";
+  uses_linalg_ = true;
   line("{");
   line("  " + T + " scratch[" + std::to_string(lower ? 1 : n * n) + "];");
   line("  for (long b = 0; b < " + std::to_string(batch) + "L; ++b)");
@@ -345,6 +346,7 @@ void Emitter::emit_triangular_solve(const Instruction& inst) {
   if (count(inst.operands[1]) == 0) return;
   const std::string T = elem(inst.operands[1]), N = std::to_string(n) + "L";
   const bool transposed = trans != "NO_TRANSPOSE";
+  uses_linalg_ = true;
   line("{");
   line("  std::memcpy(" + r + ".d, " + b + ".d, sizeof(" + T + ") * " + n_of(inst.operands[1]) + ");");
   line("  " + T + " scratch[" + std::to_string(transposed ? n * n : 1) + "];");

@@ -44,6 +44,13 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
          ">(" + el(0, "k") + ", " + el(1, "k") + ");");
   };
   const bool flt = !T.empty() && (T == "float" || T == "double");
+  bool cplx = false;
+  for (ValueId v : inst.operands) cplx = cplx || compiler::is_complex(type(v).dtype);
+  for (ValueId v : inst.results) cplx = cplx || compiler::is_complex(type(v).dtype);
+  if (cplx && !complex_op(inst.op)) unsupported(inst, "on complex");
+  if (cplx && inst.op == Opcode::convert && !compiler::is_complex(type(inst.results[0]).dtype))
+    unsupported(inst, "from complex to " + type(inst.results[0]).str());
+  if (cplx && inst.op == Opcode::custom_call && !is_callback(inst)) unsupported(inst, "on complex");
   auto float_only = [&](const std::string& f) {
     if (!flt) unsupported(inst, "on " + type(inst.results[0]).str());
     unary(f);
@@ -136,6 +143,19 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
       return;
     }
     case Opcode::compare: return emit_compare(inst, el);
+    case Opcode::real: case Opcode::imag: {
+      if (!compiler::is_complex(type(inst.operands[0]).dtype)) unsupported(inst, "of a real operand");
+      std::string r = decl(inst.results[0]);
+      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + el(0, "k") +
+           (inst.op == Opcode::real ? ".re;" : ".im;"));
+      return;
+    }
+    case Opcode::complex: {
+      std::string r = decl(inst.results[0]);
+      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + T + "{" + el(0, "k") +
+           ", " + el(1, "k") + "};");
+      return;
+    }
     case Opcode::select: {
       std::string r = decl(inst.results[0]);
       line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + el(0, "k") +
@@ -360,7 +380,10 @@ void Emitter::emit_compare(const Instruction& inst, const El& el) {
   if (ct == "SIGNED" && !compiler::is_signed_int(t)) unsupported(inst, "SIGNED compare of " + type(inst.operands[0]).str());
   if (ct == "UNSIGNED" && !(compiler::is_unsigned_int(t) || t == DType::kPred))
     unsupported(inst, "UNSIGNED compare of " + type(inst.operands[0]).str());
-  if ((ct == "FLOAT" || total) && !compiler::is_float(t)) unsupported(inst, ct + " compare of integers");
+  if (compiler::is_complex(t) && (total || (op != "==" && op != "!=")))
+    unsupported(inst, ct + " " + d + " compare of complex");
+  if ((ct == "FLOAT" || total) && !compiler::is_float(t) && !compiler::is_complex(t))
+    unsupported(inst, ct + " compare of integers");
   std::string r = decl(inst.results[0]);
   std::string a = el(0, "k"), b = el(1, "k");
   if (total) {

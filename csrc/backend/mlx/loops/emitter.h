@@ -79,6 +79,8 @@ inline const char* ctype(DType t) {
     case DType::kU64: return "uint64_t";
     case DType::kF32: return "float";
     case DType::kF64: return "double";
+    case DType::kC64: return "cx<float>";
+    case DType::kC128: return "cx<double>";
     default: return nullptr;
   }
 }
@@ -118,6 +120,10 @@ inline std::string literal(DType t, const uint8_t* p) {
       std::snprintf(buf, sizeof buf, "D(0x%016llxull)", static_cast<unsigned long long>(u));
       return buf;
     }
+    case DType::kC64:
+      return "cx<float>{" + literal(DType::kF32, p) + ", " + literal(DType::kF32, p + 4) + "}";
+    case DType::kC128:
+      return "cx<double>{" + literal(DType::kF64, p) + ", " + literal(DType::kF64, p + 8) + "}";
     default: {
       uint64_t u = 0;
       std::memcpy(&u, p, compiler::dtype_size(t));  // little-endian hosts only
@@ -169,6 +175,8 @@ class Emitter {
   std::map<std::string, std::string> fn_by_text_;
   // The host callbacks the code calls (LoopSource::callbacks).
   std::vector<LoopCallback> callbacks_;
+  // LoopSource::linalg.
+  bool uses_linalg_ = false;
 
   // ---- checks and analysis ------------------------------------------------
 
@@ -184,6 +192,11 @@ class Emitter {
   void check_tree(const Instruction& inst, int depth = 0);
 
   static bool supported_op(Opcode op);
+
+  // Whether the emitter takes `op` with complex operands or results (the
+  // prelude's cx: + - *, negation, ==, !=, converts into complex,
+  // real/imag/complex, data movement and control flow).
+  static bool complex_op(Opcode op);
 
   void count_calls(const Instruction& inst);
 

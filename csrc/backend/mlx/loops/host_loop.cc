@@ -121,13 +121,14 @@ int call_callback(void* self, long k, const void* const* args, void* const* resu
   }
 }
 
-// What every loop is built after: the prelude, then the linalg kernels the
-// op family's host kernels run (host/linalg_kernels.h), for loops that
-// factor or solve. Precompiled once (cxx_build.h), so it costs a loop
-// nothing.
-const std::string& loop_prelude() {
-  static const std::string* p = new std::string(std::string(kCxxPrelude) + kLinalgKernelsText);
-  return *p;
+// What a loop is built after: the prelude, then, for loops that factor or
+// solve, the linalg kernels the op family's host kernels run
+// (host/linalg_kernels.h). Each of the two is precompiled once per machine
+// (cxx_build.h); a build still loads it, so the common one stays small.
+const std::string& loop_prelude(bool linalg) {
+  static const std::string* base = new std::string(kCxxPrelude);
+  static const std::string* with_linalg = new std::string(std::string(kCxxPrelude) + kLinalgKernelsText);
+  return linalg ? *with_linalg : *base;
 }
 
 void decide(const compiler::Instruction& inst, const char* where, const std::string& why) {
@@ -164,13 +165,13 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
   if (std::string dir = env_string("PJRTX_DUMP_DIR"); !dir.empty()) {
     static std::atomic<int> seq{0};
     std::ofstream(dir + "/host_loop." + std::to_string(seq++) + ".cc") << "// " << inst.where() << "\n"
-                                                                       << loop_prelude() << "\n"
+                                                                       << loop_prelude(src->linalg) << "\n"
                                                                        << src->code;
   }
   BuiltLoop built;
   {
     ProfileScope span("compile", "host loop: build");
-    built = build_loop(loop_prelude(), src->code, src->symbol);
+    built = build_loop(loop_prelude(src->linalg), src->code, src->symbol);
   }
   if (!built.fn) {
     decide(inst, "mlx", "the host compiler failed: " + built.error);
@@ -182,7 +183,7 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
   std::vector<mx::Shape> shapes;
   std::vector<mx::Dtype> dtypes;
   for (size_t i = 0; i < ctx.num_out(); ++i) {
-    shapes.push_back(to_mlx_shape(ctx.out(i).shape));
+    shapes.push_back(storage_shape(ctx.out(i)));  // c128: f64 pairs
     dtypes.push_back(to_mlx(ctx.out(i).dtype));
   }
   auto captured = std::make_shared<const std::vector<compiler::ValueId>>(std::move(src->captured));
