@@ -677,6 +677,19 @@ def test_pjrtx_loops_forces_either_way():
     assert lines and all("loop host" in ln for ln in lines), lines
 
 
+def test_a_failed_build_is_an_error_when_forced_and_a_fall_back_to_mlx_in_auto(tmp_path):
+    # No compiler (CXX=false): PJRTX_LOOPS=host asked for the host, so the
+    # compile fails and says why; auto runs the loop on MLX and says why.
+    env = {"CXX": "false", "PJRTX_CACHE_DIR": str(tmp_path)}
+    lines = _placements(_trace_of(SMALL_LOOP, dict(env, PJRTX_LOOPS="auto")))
+    assert lines and all("loop mlx" in ln and "host compiler failed" in ln for ln in lines), lines
+    code = textwrap.dedent(SMALL_LOOP)
+    r = subprocess.run([sys.executable, "-c", "import jax, jax.numpy as jnp, numpy as np\nfrom jax import lax\n" + code],
+                       env=child_env(JAX_PLATFORMS="pjrtx,cpu", PJRTX_LOOPS="host", **env),
+                       capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+    assert r.returncode != 0 and "FAILED_PRECONDITION" in r.stderr and "PJRTX_LOOPS=host" in r.stderr, r.stderr[-2000:]
+
+
 def test_a_loop_with_an_ordered_callback_stays_on_mlx_and_names_the_reason():
     # An ordered io_callback threads a token through the loop; the engine
     # has no token type.

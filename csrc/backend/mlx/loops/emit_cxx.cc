@@ -123,7 +123,7 @@ LoopSource Emitter::run(const Instruction& loop) {
   std::vector<std::string> states = emit_while(loop, ops, init_move);
   for (size_t i = 0; i < states.size(); ++i) {
     int64_t bytes = plan_.type(loop.results[i]).byte_size();
-    if (bytes) line("std::memcpy(out[" + std::to_string(i) + "], " + states[i] + ".d, " + std::to_string(bytes) + ");");
+    if (bytes) line("__builtin_memcpy(out[" + std::to_string(i) + "], " + states[i] + ".d, " + std::to_string(bytes) + ");");
   }
   std::ostringstream tu;
   for (const std::string& def : fn_defs_) tu << def << "\n";
@@ -391,7 +391,7 @@ void Emitter::combine_into(const Region& body, const std::vector<std::string>& r
 // `dst = src` for two buffers of value v's type (moved when allowed).
 void Emitter::assign(const std::string& dst, const std::string& src, ValueId v, bool move) {
   if (move) {
-    line(dst + " = std::move(" + src + ");");
+    line(dst + " = mv(" + src + ");");
   } else {
     work_ += count(v);
     line("copy_into(" + dst + ", " + src + ", " + n_of(v) + ");");
@@ -408,7 +408,7 @@ std::vector<std::string> Emitter::emit_while(const Instruction& inst, const std:
   for (size_t i = 0; i < init.size(); ++i) {
     ValueId v = inst.results.at(i);
     std::string s = fresh("s");
-    if (init_move[i]) line(buf_type(v) + " " + s + "(std::move(" + init[i] + "));");
+    if (init_move[i]) line(buf_type(v) + " " + s + "(mv(" + init[i] + "));");
     else line(buf_type(v) + " " + s + " = copy_as<" + buf_type(v) + ">(" + init[i] + ", " + n_of(v) + ");");
     st.push_back(s);
   }
@@ -447,9 +447,9 @@ std::vector<std::string> Emitter::emit_while(const Instruction& inst, const std:
   for (size_t i = 0; i < rets.size(); ++i) {
     if (rets[i] == st[i]) continue;
     bool temp = std::any_of(temps.begin(), temps.end(), [&](auto& p) { return p.first == i; });
-    if (!temp) line(st[i] + " = std::move(" + rets[i] + ");");
+    if (!temp) line(st[i] + " = mv(" + rets[i] + ");");
   }
-  for (auto& [i, t] : temps) line(st[i] + " = std::move(" + t + ");");
+  for (auto& [i, t] : temps) line(st[i] + " = mv(" + t + ");");
   movable_ = saved;
   --indent_;
   line("}");

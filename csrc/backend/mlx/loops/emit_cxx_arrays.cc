@@ -348,7 +348,7 @@ void Emitter::emit_triangular_solve(const Instruction& inst) {
   const bool transposed = trans != "NO_TRANSPOSE";
   uses_linalg_ = true;
   line("{");
-  line("  std::memcpy(" + r + ".d, " + b + ".d, sizeof(" + T + ") * " + n_of(inst.operands[1]) + ");");
+  line("  __builtin_memcpy(" + r + ".d, " + b + ".d, sizeof(" + T + ") * " + n_of(inst.operands[1]) + ");");
   line("  " + T + " scratch[" + std::to_string(transposed ? n * n : 1) + "];");
   line("  for (long b = 0; b < " + std::to_string(batch) + "L; ++b)");
   line("    pjrtx::backend::linalg::triangular_solve<" + T + ">(" + a + ".d + b * " + N + " * " + N + ", " + r +

@@ -89,24 +89,24 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
     case Opcode::sign: return unary("h_sign");
     case Opcode::popcnt: return unary("h_popcnt");
     case Opcode::count_leading_zeros: return unary("h_clz");
-    case Opcode::sqrt: return float_only("std::sqrt");
+    case Opcode::sqrt: return float_only("m_sqrt");
     case Opcode::rsqrt: return float_only("h_rsqrt");
-    case Opcode::cbrt: return float_only("std::cbrt");
-    case Opcode::exponential: return float_only("std::exp");
-    case Opcode::exponential_minus_one: return float_only("std::expm1");
-    case Opcode::log: return float_only("std::log");
-    case Opcode::log_plus_one: return float_only("std::log1p");
+    case Opcode::cbrt: return float_only("m_cbrt");
+    case Opcode::exponential: return float_only("m_exp");
+    case Opcode::exponential_minus_one: return float_only("m_expm1");
+    case Opcode::log: return float_only("m_log");
+    case Opcode::log_plus_one: return float_only("m_log1p");
     case Opcode::logistic: return float_only("h_logistic");
-    case Opcode::sine: return float_only("std::sin");
-    case Opcode::cosine: return float_only("std::cos");
-    case Opcode::tan: return float_only("std::tan");
-    case Opcode::tanh: return float_only("std::tanh");
+    case Opcode::sine: return float_only("m_sin");
+    case Opcode::cosine: return float_only("m_cos");
+    case Opcode::tan: return float_only("m_tan");
+    case Opcode::tanh: return float_only("m_tanh");
     case Opcode::custom_call:
       if (is_callback(inst)) return emit_callback(inst);
       if (const char* f = mhlo_chlo_function(inst)) return float_only(f);
       unsupported(inst);
-    case Opcode::floor: return float_only("std::floor");
-    case Opcode::ceil: return float_only("std::ceil");
+    case Opcode::floor: return float_only("m_floor");
+    case Opcode::ceil: return float_only("m_ceil");
     case Opcode::round_nearest_even: return float_only("h_rne");
     case Opcode::round_nearest_afz: return float_only("h_afz");
     case Opcode::is_finite: {
@@ -133,7 +133,7 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
         // (little-endian hosts, as literal() assumes).
         if (bytes != count(inst.operands[0]) * compiler::dtype_size(from.dtype)) unsupported(inst, "sizes");
         std::string r = decl(inst.results[0]);
-        if (bytes) line("std::memcpy(" + r + ".d, " + in(0) + ".d, " + std::to_string(bytes) + "L);");
+        if (bytes) line("__builtin_memcpy(" + r + ".d, " + in(0) + ".d, " + std::to_string(bytes) + "L);");
         return;
       }
       if (compiler::dtype_size(from.dtype) != compiler::dtype_size(to.dtype)) unsupported(inst, "sizes");
@@ -185,7 +185,7 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
         ValueId v = inst.results[k];
         std::string n = value_name(v);
         if (consume[k] && buf_type(v) == buf_type(inst.operands[k]))
-          line(buf_type(v) + " " + n + "(std::move(" + in(k) + "));");
+          line(buf_type(v) + " " + n + "(mv(" + in(k) + "));");
         else {
           work_ += count(v);
           line(buf_type(v) + " " + n + " = copy_as<" + buf_type(v) + ">(" + in(k) + ", " + n_of(v) + ");");
@@ -358,7 +358,7 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
 std::string Emitter::take_or_copy(ValueId result, ValueId operand, bool consume) {
   std::string n = value_name(result);
   if (consume && buf_type(result) == buf_type(operand)) {
-    line(buf_type(result) + " " + n + "(std::move(" + name(operand) + "));");
+    line(buf_type(result) + " " + n + "(mv(" + name(operand) + "));");
   } else {
     work_ += count(result);
     line(buf_type(result) + " " + n + " = copy_as<" + buf_type(result) + ">(" + name(operand) + ", " +

@@ -49,13 +49,13 @@ struct Unsupported {
 inline const char* mhlo_chlo_function(const Instruction& inst) {
   if (inst.op != Opcode::custom_call) return nullptr;
   const std::string t = inst.attr_str("call_target_name", "");
-  if (t == "mhlo.erf") return "std::erf";
-  if (t == "mhlo.acos") return "std::acos";
-  if (t == "mhlo.asin") return "std::asin";
-  if (t == "mhlo.acosh") return "std::acosh";
-  if (t == "mhlo.atanh") return "std::atanh";
-  if (t == "mhlo.sinh") return "std::sinh";
-  if (t == "mhlo.cosh") return "std::cosh";
+  if (t == "mhlo.erf") return "m_erf";
+  if (t == "mhlo.acos") return "m_acos";
+  if (t == "mhlo.asin") return "m_asin";
+  if (t == "mhlo.acosh") return "m_acosh";
+  if (t == "mhlo.atanh") return "m_atanh";
+  if (t == "mhlo.sinh") return "m_sinh";
+  if (t == "mhlo.cosh") return "m_cosh";
   return nullptr;
 }
 

@@ -174,6 +174,12 @@ std::optional<Kernel> place_while(LowerCtx& ctx) {
     built = build_loop(loop_prelude(src->linalg), src->code, src->symbol);
   }
   if (!built.fn) {
+    // Forced onto the host, a loop the engine takes must build: a failure
+    // is the engine's defect (or a missing compiler), reported, never
+    // hidden by a silent fall back that only runs slower.
+    if (mode == LoopMode::kHost)
+      throw_error(ErrorCode::kFailedPrecondition,
+                  "pjrtx: PJRTX_LOOPS=host puts this loop on the host, and its build failed: ", built.error);
     decide(inst, "mlx", "the host compiler failed: " + built.error);
     return std::nullopt;
   }
