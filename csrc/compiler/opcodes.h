@@ -125,7 +125,8 @@ namespace pjrtx::compiler {
   X(xor_, "stablehlo.xor")                                                \
   X(call, "func.call")                                                    \
   X(sdy_sharding_constraint, "sdy.sharding_constraint")                   \
-  X(sdy_reshard, "sdy.reshard")
+  X(sdy_reshard, "sdy.reshard")                                           \
+  X(fused_multiply_add, "pjrtx.fused_multiply_add")
 
 enum class Opcode : uint16_t {
 #define PJRTX_OPCODE_ENUM(id, name) id,

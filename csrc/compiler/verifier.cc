@@ -110,6 +110,15 @@ class Verifier {
         fail(&inst, "operand shapes differ: ", a.str(), ", ", b.str(), " -> ",
              r.str());
     }
+    if (inst.op == Opcode::fused_multiply_add) {
+      // a * b + c rounded once (backend/mlx/fma_contract.h makes these).
+      if (inst.operands.size() != 3 || inst.results.size() != 1)
+        fail(&inst, "expects 3 operands and 1 result");
+      const auto& r = plan_.type(inst.results[0]);
+      for (ValueId v : inst.operands)
+        if (plan_.type(v) != r)
+          fail(&inst, "operand ", plan_.type(v).str(), " is not the result's ", r.str());
+    }
     for (const auto& sub : inst.regions) region(sub, &inst);
     for (ValueId v : inst.results) define(v, &inst);
   }

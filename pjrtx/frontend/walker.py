@@ -50,6 +50,34 @@ def _loc(op) -> str:
     return s if len(s) <= 300 else s[:297] + "..."
 
 
+def _is_f32(value) -> bool:
+    return str(ir.RankedTensorType(value.type).element_type) == "f32"
+
+
+def _in_multiply_add(op, uses) -> bool:
+    """Whether copies of `op` would change which float32 multiply-adds the
+    backend contracts into one rounding (csrc/backend/mlx/fma_contract.h),
+    which reads a multiply's uses as XLA:CPU does: a multiply read by an add
+    or subtract (its copies would each have one use, and XLA:CPU's original
+    has two), or an add or subtract of a multiply or of its negation (the
+    copies would give it two uses)."""
+    if not _is_f32(op.results[0]):
+        return False
+    if op.name == "stablehlo.multiply":
+        return any(u.owner.name in ("stablehlo.add", "stablehlo.subtract") for u in uses)
+    def producer(v):
+        owner = getattr(v, "owner", None)
+        return owner if isinstance(getattr(owner, "name", None), str) else None
+
+    for v in op.operands:
+        p = producer(v)
+        if p is not None and p.name == "stablehlo.negate":
+            p = producer(p.operands[0])  # -(a * b) fuses too
+        if p is not None and p.name == "stablehlo.multiply":
+            return True
+    return False
+
+
 def _types(values) -> list:
     return [A.tensor_type(v.type) for v in values]
 
@@ -270,6 +298,8 @@ class _Walker:
         readers = {u.owner.results[0] for u in uses if len(u.owner.results) == 1}
         if len(uses) != 2 or len(readers) != 2 or \
                 any(u.owner.name not in ELEMENTWISE for u in uses):
+            return False
+        if _in_multiply_add(op, uses):
             return False
         types = _types(op.results)
         first = self.b.add_op(op.name, operands, types, attrs, loc, 0)

@@ -9,10 +9,12 @@
 #include "backend/mlx/complex128.h"
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/f64_scope.h"
+#include "backend/mlx/fma_contract.h"
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/host/host_small.h"
 #include "backend/mlx/loops/loop_stats.h"
 #include "backend/mlx/widen.h"
+#include "common/cpu_features.h"
 #include "common/error.h"
 
 namespace pjrtx::backend {
@@ -526,6 +528,10 @@ std::shared_ptr<Program> Program::lower(std::shared_ptr<const compiler::Plan> pl
                                         const LowerOptions& options) {
   auto p = std::make_shared<Program>();
   p->plan_ = widen_small_floats(std::move(plan));
+  // float32 multiply-adds round once, as XLA:CPU's do (fma_contract.h). The
+  // MLX lowering computes them through float64, which a GPU stream lacks.
+  if (!options.gpu && !options.f64_error && host_has_fma())
+    p->plan_ = contract_multiply_add(std::move(p->plan_));
   Lowerer lowerer(*p->plan_, options);
   p->entry_ = lowerer.lower_function(p->plan_->entry_function().name);
   lowerer.release_unread_folds(*p->plan_);

@@ -25,6 +25,7 @@ namespace {
 // f32 and f64 element-wise ops with one IEEE answer (correctly rounded, or
 // no rounding at all), computed as the lowerings compute them on MLX, so a
 // value gets the same bits on either side: + - * /, sqrt, neg, abs, floor,
+// float32 multiply-adds (rounded once, as host/fma_kernel.cc's),
 // ceil, round-half-even, sign, is_finite, FLOAT compares, XLA's max, min
 // and clamp (NaN propagates, -0 < +0: ops/common.h's ieee_maximum), and
 // converts between these, integers and pred (float -> int saturates with
@@ -48,7 +49,7 @@ T xla_min(T a, T b) {
 
 enum class FloatOp {
   kAdd, kSub, kMul, kDiv, kMax, kMin, kNeg, kAbs, kSqrt, kFloor, kCeil, kRound, kSign,
-  kIsFinite, kClamp, kCompare, kConvert,
+  kIsFinite, kClamp, kFma, kCompare, kConvert,
 };
 
 std::optional<FloatOp> float_op(Opcode op) {
@@ -68,6 +69,7 @@ std::optional<FloatOp> float_op(Opcode op) {
     case Opcode::sign: return FloatOp::kSign;
     case Opcode::is_finite: return FloatOp::kIsFinite;
     case Opcode::clamp: return FloatOp::kClamp;
+    case Opcode::fused_multiply_add: return FloatOp::kFma;
     case Opcode::compare: return FloatOp::kCompare;
     case Opcode::convert: return FloatOp::kConvert;
     default: return std::nullopt;
@@ -99,6 +101,7 @@ T float_apply(FloatOp op, const T* x) {
       // sign(NaN) = NaN, sign(+-0) = +-0 (ops/elementwise.cc's lower_sign).
       return std::isnan(x[0]) || x[0] == 0 ? x[0] : x[0] > 0 ? T(1) : T(-1);
     case FloatOp::kClamp: return xla_min(xla_max(x[1], x[0]), x[2]);  // clamp(lo, x, hi)
+    case FloatOp::kFma: return std::fma(x[0], x[1], x[2]);  // f32 only (fma_contract.h)
     default: return x[0];
   }
 }
@@ -154,7 +157,8 @@ HostForm float_kernel(const compiler::Plan& plan, const Instruction& inst) {
     } else if (*op == FloatOp::kIsFinite) {
       if (ins.size() != 1 || out.dtype != DType::kPred) return {};
     } else {
-      const size_t arity = *op == FloatOp::kClamp ? 3
+      if (*op == FloatOp::kFma && from != DType::kF32) return {};
+      const size_t arity = *op == FloatOp::kClamp || *op == FloatOp::kFma ? 3
                            : (*op <= FloatOp::kMin) ? 2
                                                     : 1;
       if (ins.size() != arity || out.dtype != from) return {};

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "common/cpu_features.h"
 #include "common/profile.h"
 #include "common/trace.h"
 
@@ -186,10 +187,20 @@ std::string prelude_header(const std::string& dir, const std::string& cmd_base,
 
 }  // namespace
 
+// x86-64's baseline has no FMA instruction: without -mfma every m_fma (a
+// contracted multiply-add, fma_contract.h) would be a call into libm.
+const char* fma_flag() {
+#if defined(__x86_64__)
+  return host_has_fma() ? " -mfma" : "";
+#else
+  return "";
+#endif
+}
+
 BuiltLoop build_loop(const std::string& prelude, const std::string& code, const std::string& symbol) {
   BuiltLoop out;
   const std::string cxx = compiler();
-  const std::string cmd_base = cxx + " " + kFlags + (is_gcc(cxx) ? kGccFlags : "");
+  const std::string cmd_base = cxx + " " + kFlags + fma_flag() + (is_gcc(cxx) ? kGccFlags : "");
   const std::string key = hash_hex(cmd_base + "\n" + prelude + "\n" + code);
   std::lock_guard<std::mutex> lock(mu());
   if (auto it = loaded().find(key); it != loaded().end()) {

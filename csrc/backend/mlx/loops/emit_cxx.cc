@@ -189,7 +189,7 @@ bool Emitter::supported_op(Opcode op) {
     case Opcode::subtract: case Opcode::tan: case Opcode::tanh: case Opcode::transpose:
     case Opcode::while_: case Opcode::xor_: case Opcode::call: case Opcode::cholesky:
     case Opcode::triangular_solve: case Opcode::rng_bit_generator: case Opcode::real:
-    case Opcode::imag: case Opcode::complex:
+    case Opcode::imag: case Opcode::complex: case Opcode::fused_multiply_add:
       return true;
     default:
       return false;

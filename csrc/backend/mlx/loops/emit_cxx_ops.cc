@@ -162,6 +162,14 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
            " ? " + el(1, "k") + " : " + el(2, "k") + ";");
       return;
     }
+    case Opcode::fused_multiply_add: {
+      // One rounding, XLA:CPU's contraction (fma_contract.h).
+      if (!flt) unsupported(inst, "on " + type(inst.results[0]).str());
+      std::string r = decl(inst.results[0]);
+      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = m_fma(" +
+           el(0, "k") + ", " + el(1, "k") + ", " + el(2, "k") + ");");
+      return;
+    }
     case Opcode::clamp: {
       std::string r = decl(inst.results[0]);
       line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = h_min<" + T +

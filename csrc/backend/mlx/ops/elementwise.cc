@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "backend/mlx/host/fma_kernel.h"
 #include "backend/mlx/ops/common.h"
 
 namespace pjrtx::backend {
@@ -303,6 +304,14 @@ Kernel lower_arith(LowerCtx& ctx) {
   return binary([](const mx::array& a, const mx::array& b) { return F(a, b, {}); });
 }
 
+// a * b + c rounded once, where XLA:CPU contracts a float32 multiply into
+// its add (fma_contract.h): a node of our own on the CPU stream (MLX has no
+// FMA op; the pass runs only for CPU devices).
+Kernel lower_fused_multiply_add(LowerCtx& ctx) {
+  if (elem(ctx) != DType::kF32) ctx.fail("expects float32 operands, got ", ctx.in(0).str());
+  return nary([](const Arrays& in) { return fused_multiply_add_f32(in[0], in[1], in[2]); });
+}
+
 mx::array subtract_pred(const mx::array& a, const mx::array& b, mx::StreamOrDevice s) {
   return mx::not_equal(a, b, s);
 }
@@ -570,6 +579,7 @@ void register_elementwise_ops(Registry& r) {
   r.add(Opcode::add, lower_arith<mx::add, mx::logical_or>);
   r.add(Opcode::subtract, lower_arith<mx::subtract, subtract_pred>);
   r.add(Opcode::multiply, lower_arith<mx::multiply, mx::logical_and>);
+  r.add(Opcode::fused_multiply_add, lower_fused_multiply_add);
   r.add(Opcode::divide, lower_divide);
   r.add(Opcode::remainder, lower_remainder);
   r.add(Opcode::power, lower_power);
