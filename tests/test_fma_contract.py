@@ -121,9 +121,15 @@ def as_function(program, context: str, name: str):
 
 
 def run(device, f, args, times=2):
+    """[outputs of each call]: f's results as a list of arrays (one result
+    is a list of one)."""
     placed = [jax.device_put(a, device) for a in args]
     jf = jax.jit(f)
-    return [[np.asarray(o) for o in jf(*placed)] for _ in range(times)]
+    runs = []
+    for _ in range(times):
+        out = jf(*placed)
+        runs.append([np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])])
+    return runs
 
 
 def same_bits(got, want):
@@ -241,6 +247,27 @@ def test_horner_polynomial_and_lgamma_match_xla_cpu():
         want = run(jax.devices("cpu")[0], f, [xs], times=1)[0][0]
         for got in run(jax.devices("pjrtx")[0], f, [xs]):
             assert np.array_equal(got[0], want), (f.__name__, got[0], want)
+
+
+@pytest.mark.parametrize("compile_tier", ["never", "always"])
+def test_a_sum_halfway_between_two_floats_rounds_as_one_fma(compile_tier):
+    # a b = 2^-24 - 2^-70 and c = 1 + 2^-23: the exact sum lies just below
+    # the midpoint between 1 + 2^-23 and 1 + 2^-22, so one rounding gives
+    # 1 + 2^-23; rounded to float64 first it lands on the midpoint, and a
+    # second rounding (ties to even) gives 1 + 2^-22. Eagerly MLX runs
+    # pjrtx's FMA node; under mx::compile (always) a float64 composition
+    # that must detect this case.
+    a = np.float32(2.0**-12 * (1 + 2.0**-23))
+    b = np.float32(2.0**-12 * (1 - 2.0**-23))
+    c = np.float32(1 + 2.0**-23)
+    args = [np.full(4096, v, np.float32) for v in (a, b, c)]  # past the host forms' 64
+    # abs: a segment of more than one op, which the compile tier traces.
+    want = run(jax.devices("cpu")[0], lambda x, y, z: jnp.abs(x * y + z), args, times=1)[0][0]
+    assert want[0] == c, "XLA:CPU did not fuse this multiply-add (a CPU without FMA?)"
+    with scoped_env(PJRTX_COMPILE=compile_tier):
+        f = lambda x, y, z: jnp.abs(x * y + z)  # noqa: E731
+        for got in run(jax.devices("pjrtx")[0], f, args, times=4):
+            assert np.array_equal(got[0], want), (compile_tier, got[0][:2], want[:2])
 
 
 def main(argv):

@@ -306,6 +306,15 @@ class Fusions {
   bool unbounded_ = false;     // a merge could not be followed: fuse nothing
 };
 
+// Bigger arrays keep separate roundings. MLX has no FMA, and our FMA node
+// is not one of the element-wise ops mx::compile fuses into one kernel: on
+// big arrays each one costs a pass over memory and splits its neighbours'
+// kernel (the bench's Adam update over 40 f32[256, 256] tensors went from
+// 42 to 204 MLX primitives and took 1.4x as long). Small values (a
+// sampler's or solver's state, a distribution's parameters) are where a
+// rounding shows in a result.
+constexpr int64_t kMaxFusedElements = 4096;
+
 class Contractor {
  public:
   explicit Contractor(Plan& plan) : plan_(plan), uses_(plan.values.size(), 0) {
@@ -419,6 +428,7 @@ class Contractor {
   // subtract a negated product on the left, (-(a b)) - z = fma(-a, b, -z).
   bool contract(const Instruction& inst, const std::unordered_map<ValueId, size_t>& defs) {
     const ValueId self = inst.results[0];
+    if (plan_.values[self].num_elements() > kMaxFusedElements) return false;
     Term x = peel(defs, inst.operands[0], self), y = peel(defs, inst.operands[1], self);
     bool sub = inst.op == Opcode::subtract;
     // Negations the canonical form drops (their values are still read as

@@ -21,7 +21,11 @@
 // computed before the loop. Then LLVM's choice, after its canonical forms
 // (-(-x) = x, (-a) + y = y - a, x - (-b) = x + b): the left operand when it
 // is such a product, else the right, else in (-(a b)) - z the negated one.
-// The result is fused_multiply_add(a, b, c), negations exact. It matches
+// The result is fused_multiply_add(a, b, c), negations exact. Only for
+// values of at most 4,096 elements: MLX has no FMA, and on bigger arrays our
+// FMA node would split mx::compile's fused element-wise kernels (the bench's
+// Adam update: 42 -> 204 primitives, 1.4x the time), so those keep
+// separate roundings. It matches
 // XLA:CPU bit for bit on 97-99% of random programs of shared and unshared
 // products (tests/test_fma_contract.py); the misses are XLA fusing the
 // right product where the left one was fusable too, and values XLA

@@ -305,8 +305,11 @@ Kernel lower_arith(LowerCtx& ctx) {
 }
 
 // a * b + c rounded once, where XLA:CPU contracts a float32 multiply into
-// its add (fma_contract.h): a node of our own on the CPU stream (MLX has no
-// FMA op; the pass runs only for CPU devices).
+// its add (fma_contract.h; the pass runs only for CPU devices). MLX has no
+// FMA op: a node of our own on the CPU stream computes it
+// (host/fma_kernel.cc: no float64 copies, a donated operand's storage
+// reused). It is not one of the element-wise ops mx::compile fuses, which
+// is why the pass leaves big arrays alone.
 Kernel lower_fused_multiply_add(LowerCtx& ctx) {
   if (elem(ctx) != DType::kF32) ctx.fail("expects float32 operands, got ", ctx.in(0).str());
   return nary([](const Arrays& in) { return fused_multiply_add_f32(in[0], in[1], in[2]); });
