@@ -310,7 +310,7 @@ class Fusions {
 // is not one of the element-wise ops mx::compile fuses into one kernel: on
 // big arrays each one costs a pass over memory and splits its neighbours'
 // kernel (the bench's Adam update over 40 f32[256, 256] tensors went from
-// 42 to 204 MLX primitives and took 1.4x as long). Small values (a
+// 42 to 204 MLX primitives and took 1.6x as long). Small values (a
 // sampler's or solver's state, a distribution's parameters) are where a
 // rounding shows in a result.
 constexpr int64_t kMaxFusedElements = 4096;

@@ -24,7 +24,7 @@
 // The result is fused_multiply_add(a, b, c), negations exact. Only for
 // values of at most 4,096 elements: MLX has no FMA, and on bigger arrays our
 // FMA node would split mx::compile's fused element-wise kernels (the bench's
-// Adam update: 42 -> 204 primitives, 1.4x the time), so those keep
+// Adam update: 42 -> 204 primitives, 1.6x the time), so those keep
 // separate roundings. It matches
 // XLA:CPU bit for bit on 97-99% of random programs of shared and unshared
 // products (tests/test_fma_contract.py); the misses are XLA fusing the
