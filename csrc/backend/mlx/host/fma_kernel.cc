@@ -70,7 +70,9 @@ class FusedMultiplyAdd : public mx::UnaryPrimitive {
     // own element-wise ops do with a donated argument.
     bool reused = false;
     for (const mx::array* x : {&c, &a, &b}) {
-      if (dense(*x) && x->is_donatable() && x->itemsize() == out.itemsize()) {
+      // (Not a view into a much bigger buffer, which would stay held.)
+      if (dense(*x) && x->is_donatable() && x->itemsize() == out.itemsize() &&
+          x->buffer_size() <= out.nbytes() + 16384) {
         out.copy_shared_buffer(*x);
         reused = true;
         break;
