@@ -39,7 +39,6 @@
 
 #include <memory>
 
-#include "common/cpu_features.h"
 #include "compiler/plan.h"
 
 namespace pjrtx::backend {
