@@ -384,12 +384,15 @@ def test_reductions_nan_and_zero_batch(pjrtx_device, op):
 
 # ---- schur ---------------------------------------------------------------------
 
+@pytest.mark.parametrize("lapack", ["scipy", "own"])
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
 @pytest.mark.parametrize("shape", [(1, 1), (2, 2), (7, 7), (3, 6, 6), (30, 30)])
-def test_schur_invariants(pjrtx_device, cpu_device, dtype, shape):
+def test_schur_invariants(pjrtx_device, cpu_device, dtype, shape, lapack, monkeypatch):
+    # PJRTX_LAPACK is read per compile; fresh lambdas compile again.
+    monkeypatch.setenv("PJRTX_LAPACK", lapack)
     with x64_ctx(dtype):
         a = rand(shape, dtype)
-        t, z = run_on(pjrtx_device, lax.linalg.schur, a)
+        t, z = run_on(pjrtx_device, lambda x: lax.linalg.schur(x), a)
         t_only = run_on(pjrtx_device, lambda x: lax.linalg.schur(x, compute_schur_vectors=False)[0], a)
         w_cpu = run_on(cpu_device, lambda x: jnp.linalg.eigvals(x), a.astype(np.complex64)) \
             if dtype != np.float64 else None
@@ -417,6 +420,32 @@ def test_schur_invariants(pjrtx_device, cpu_device, dtype, shape):
         w = np.linalg.eigvals(t.astype(np.complex128))
         kappa = np.linalg.cond(np.linalg.eig(a.astype(np.complex128))[1])[..., None]
         assert_same_spectrum(w, w_cpu, kappa * bound[..., 0] * 4, "eigenvalues")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(1, 1), (4, 4), (2, 15, 15), (100, 100)])
+def test_schur_is_xla_cpus_bit_for_bit(pjrtx_device, cpu_device, dtype, shape):
+    # With SciPy's LAPACK (the default) pjrtx calls the gees XLA:CPU calls,
+    # so even the conventions Schur leaves free (eigenvalue order, vector
+    # signs, 2x2 blocks) are XLA:CPU's. 100 > 75 takes LAPACK's blocked
+    # (aggressive early deflation) path.
+    with x64_ctx(dtype):
+        a = rand(shape, dtype)
+        f = lambda x: lax.linalg.schur(x)  # noqa: E731
+        got = run_on(pjrtx_device, f, a)
+        want = run_on(cpu_device, f, a)
+        t_only = run_on(pjrtx_device, lambda x: lax.linalg.schur(x, compute_schur_vectors=False)[0], a)
+        t_only_cpu = run_on(cpu_device, lambda x: lax.linalg.schur(x, compute_schur_vectors=False)[0], a)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(t_only, t_only_cpu)
+
+
+def test_lapack_variable_is_checked(pjrtx_device, monkeypatch):
+    monkeypatch.setenv("PJRTX_LAPACK", "netlib")
+    with pytest.raises(Exception, match="PJRTX_LAPACK must be 'scipy' or 'own'"):
+        run_on(pjrtx_device, lambda x: lax.linalg.schur(x)[0] + 1, rand((3, 3), np.float32))
 
 
 def test_schur_nan_and_zero_batch(pjrtx_device):

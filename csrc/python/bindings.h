@@ -14,6 +14,7 @@ void bind_abi(nanobind::module_& m);
 void bind_plan(nanobind::module_& m);
 void install_frontend_hook(nanobind::module_& m);
 void install_callback_hook(nanobind::module_& m);
+void install_lapack_hook(nanobind::module_& m);
 void bind_cache(nanobind::module_& m);
 
 }  // namespace pjrtx::python

@@ -202,4 +202,5 @@ NB_MODULE(_pjrtx, m) {
   python::bind_cache(m);
   python::install_frontend_hook(m);
   python::install_callback_hook(m);
+  python::install_lapack_hook(m);
 }
