@@ -261,6 +261,8 @@ def conformance(args) -> int:
     t0 = time.time()
     file_seconds: dict = {}
     results = runner.run(opts, file_seconds)
+    if args.reference:
+        runner.rerun_failures_on_reference(opts, results)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "durations.txt").write_text(
@@ -277,6 +279,10 @@ def conformance(args) -> int:
     print(f"pjrtx conformance: {total['passed']} passed, {total['failed']} failed, "
           f"{total['error']} errors, {total['crash']} crashed, {total['timeout']} timed out, {total['skipped']} skipped "
           f"({report.pass_rate(total):.2f}% of non-skipped); report: {out / 'report.md'}")
+    if args.reference:
+        theirs = sum(report.fails_on_reference(r) for r in results)
+        print(f"pjrtx conformance: {theirs} of the failures fail on XLA:CPU too; without them "
+              f"{report.own_rate(results):.2f}% (pjrtx's own failures only)")
     if args.check:
         if not have_exp:
             print("pjrtx conformance: --check needs third_party/jax_upstream", file=sys.stderr)
@@ -347,6 +353,9 @@ def main(argv=None) -> int:
     c.add_argument("--check", action="store_true",
                    help="exit 1 on an unlisted failure or a listed failure that now passes")
     c.add_argument("--expectations", default=None, help="folder with PIN, selection.txt, known_failures.txt")
+    c.add_argument("--reference", action="store_true",
+                   help="run each failing test again on XLA:CPU; one that fails there too is "
+                        "reported apart (the tag's own failure) and --check does not count it")
     c.add_argument("--platform", default="pjrtx", help=argparse.SUPPRESS)
     m = sub.add_parser("compare", help="run a pytest selection on pjrtx and on XLA:CPU and "
                        "report the tests whose outcomes differ",

@@ -103,6 +103,27 @@ def test_device_under_test_is_pjrtx():
 '''
 
 
+FAKE_REFERENCE_TEST = '''
+import jax
+import numpy as np
+
+
+def test_wrong_on_pjrtx_only():
+  # a pjrtx defect: right on XLA:CPU, wrong on the device under test
+  x = jax.jit(lambda a: a + 1)(np.float32(1))
+  assert float(x) == 2.0 and jax.default_backend() != "pjrtx", jax.default_backend()
+
+
+def test_wrong_everywhere():
+  # the tag's own failure (an expectation no backend meets)
+  assert float(jax.jit(lambda a: a + 1)(np.float32(1))) == 3.0
+
+
+def test_right_everywhere():
+  assert float(jax.jit(lambda a: a * 2)(np.float32(2))) == 4.0
+'''
+
+
 FAKE_CHECKOUT_TEST = '''
 from jax._src import fake_checkout_test_util
 from jax._src import test_util
@@ -133,6 +154,7 @@ def fake_suite(tmp_path_factory):
     (src / "fake_checkout_test_util.py").write_text("FROM_CHECKOUT = True\n")
     (src / "test_util.py").write_text("FROM_CHECKOUT = True\n")
     (root / "fake_checkout_test.py").write_text(FAKE_CHECKOUT_TEST)
+    (root / "fake_reference_test.py").write_text(FAKE_REFERENCE_TEST)
     return root
 
 
@@ -273,6 +295,26 @@ def test_collection_error_is_an_error_not_an_empty_file(fake_suite, tmp_path):
     assert "a_module_that_does_not_exist_anywhere" in res[0].error
     total = report.write(res, tmp_path)
     assert total["error"] == 1 and report.pass_rate(total) == 0.0
+
+
+def test_reference_rerun_sets_apart_failures_of_xla_cpu_too(fake_suite, tmp_path):
+    opts = runner.Options(jax_tests=fake_suite, files=["fake_reference_test.py"], timeout=120.0)
+    res = runner.run(opts)
+    assert runner.rerun_failures_on_reference(opts, res) == 2
+    by = {r.id.split("::")[-1]: r for r in res}
+    assert {k: (r.outcome, r.reference) for k, r in by.items()} == {
+        "test_wrong_on_pjrtx_only": ("failed", "passed"),
+        "test_wrong_everywhere": ("failed", "failed"),
+        "test_right_everywhere": ("passed", "")}
+    assert report.pass_rate(report.counts(res)) == pytest.approx(100 / 3)
+    assert report.own_rate(res) == pytest.approx(50.0)  # 1 passed, 1 of pjrtx's own
+    # --check: only pjrtx's own failure is new
+    problems = expectations.check(res, {})
+    assert len(problems) == 1 and "test_wrong_on_pjrtx_only" in problems[0], problems
+    report.write(res, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "2; 1 fail there too" in md and "50.00%" in md
+    assert "fake_reference_test.py::test_wrong_everywhere` (XLA:CPU: failed)" in md
 
 
 def test_device_is_tagged_with_its_mlx_class_unless_strict(fake_suite, tmp_path):

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from pjrtx.testing.engine import FAILED, FAILING, OUTCOMES, SKIPPED, Result
+from pjrtx.testing.engine import FAILED, FAILING, OUTCOMES, PASSED, SKIPPED, Result
 
 _NORMALIZE = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
@@ -35,6 +35,20 @@ def counts(results: list[Result]) -> dict:
 def pass_rate(c: dict) -> float:
     ran = sum(c[k] for k in OUTCOMES if k != SKIPPED)
     return 100.0 * c["passed"] / ran if ran else 0.0
+
+
+def fails_on_reference(r: Result) -> bool:
+    """A failing test that failed on XLA:CPU too when run there again
+    (conformance --reference): the tag's own failure, not pjrtx's."""
+    return r.outcome in FAILING and r.reference in FAILING
+
+
+def own_rate(results: list[Result]) -> float:
+    """The pass rate without the tests that fail on XLA:CPU too: passed /
+    (passed + pjrtx's own failures). A failure not rerun counts as pjrtx's."""
+    passed = sum(r.outcome == PASSED for r in results)
+    own = sum(r.outcome in FAILING and not fails_on_reference(r) for r in results)
+    return 100.0 * passed / (passed + own) if passed + own else 0.0
 
 
 # Why a test was skipped, in three kinds, so a skip that hides a missing
@@ -99,11 +113,20 @@ def write(results: list[Result], out: Path, header: str = "") -> dict:
         lines.append(row(f, by_file[f]))
     lines.append(row("**total**", results))
     total = counts(results)
+    rerun = [r for r in results if r.reference]
+    if rerun:
+        theirs = [r for r in rerun if fails_on_reference(r)]
+        lines += ["", f"Failing tests rerun on XLA:CPU (--reference): {len(rerun)}; "
+                  f"{len(theirs)} fail there too. Pass rate without them (pjrtx's own "
+                  f"failures only): {own_rate(results):.2f}%."]
     lines += ["", "Skips: *filter* = upstream's device filter or another platform named; "
               "*devices* = needs more devices than one; *other* = the rest (read them).",
               "", "## Failure clusters (largest first)", ""]
     for key, members in clusters(results):
         lines.append(f"- **{len(members)}** `{key}`  \n  e.g. `{members[0].id}`")
+    if any(fails_on_reference(r) for r in results):
+        lines += ["", "## Failures that fail on XLA:CPU too (the tag's own)", ""]
+        lines += [f"- `{r.id}` (XLA:CPU: {r.reference})" for r in results if fails_on_reference(r)]
     lines += ["", "## Skip reasons per file (kind, count, normalized reason)", ""]
     for f in sorted(by_file):
         skips = collections.Counter(normalize(r.error) for r in by_file[f] if r.outcome == SKIPPED)

@@ -20,9 +20,14 @@ from pathlib import Path
 
 from pjrtx.conformance import multiprocess
 from pjrtx.testing.engine import (
-    CRASH, ERROR, FAILED, OUTCOMES, PASSED, SKIPPED, TIMEOUT, PytestRun, Result, child_env,
-    run_pytest,
+    CRASH, ERROR, FAILED, FAILING, OUTCOMES, PASSED, SKIPPED, TIMEOUT, PytestRun, Result,
+    child_env, run_pytest,
 )
+
+# Result.reference of a failing test that the rerun on XLA:CPU did not
+# collect (the id exists only on pjrtx's run).
+NOT_COLLECTED = "not collected"
+
 
 
 @dataclasses.dataclass
@@ -69,6 +74,13 @@ def run_unit(opts: Options, file: str, shard: tuple[int, int] | None) -> list[Re
     """Runs one file (or one shard of it) until every test has an outcome."""
     if multiprocess.is_multiprocess(file):  # its own launcher of several processes
         return multiprocess.run_unit(opts, file)
+    extra = [f"--pjrtx-shard={shard[0]}/{shard[1]}"] if shard else []
+    return _run_targets(opts, file, [file, *extra])
+
+
+def _run_targets(opts: Options, file: str, targets: list[str]) -> list[Result]:
+    """One pytest selection (a file, a shard of it, or test ids of one
+    file) in child processes on opts.platform, until each test has an outcome."""
     with tempfile.TemporaryDirectory(prefix="pjrtx-conf-") as tmp:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text("[pytest]\n")
@@ -76,15 +88,44 @@ def run_unit(opts: Options, file: str, shard: tuple[int, int] | None) -> list[Re
         # reads what print() wrote there; pytest's own capture would take
         # sys.stdout first and the test would see nothing (it fails that
         # way on XLA:CPU too). Output goes to the pipe run_pytest reads.
-        cmd = [sys.executable, "-m", "pytest", file, "-q", "-s",
+        cmd = [sys.executable, "-m", "pytest", *targets, "-q", "-s",
                "-p", "pjrtx.conformance.pytest_plugin", "-p", "no:cacheprovider",
                "-c", str(ini), "--rootdir", str(opts.jax_tests),
                "--confcutdir", str(opts.jax_tests), *opts.extra_pytest_args]
-        if shard:
-            cmd.append(f"--pjrtx-shard={shard[0]}/{shard[1]}")
         run = run_pytest(PytestRun(cmd, opts.jax_tests, child_env(opts, file), file=file,
                                    timeout=opts.timeout, log=opts.log))
     return run.results
+
+
+REFERENCE = "cpu"  # the platform that reruns pjrtx's failures (--reference)
+
+
+def rerun_failures_on_reference(opts: Options, results: list[Result]) -> int:
+    """Runs each failing test again on XLA:CPU (the same file of the same
+    tag, with the same devices and x64 setting) and records that outcome in
+    its Result.reference: a test that fails there too is the tag's own
+    (its NumPy/hypothesis expectations, say), not pjrtx's. Tests of
+    tests/multiprocess/ and collection errors are not rerun. Returns how
+    many were rerun."""
+    ref = dataclasses.replace(opts, platform=REFERENCE)
+    by_file: dict[str, list[Result]] = {}
+    for r in results:
+        if r.outcome in FAILING and "::" in r.id and not multiprocess.is_multiprocess(r.file):
+            by_file.setdefault(r.file, []).append(r)
+
+    def one(item):
+        file, failing = item
+        got = {x.id: x for x in _run_targets(ref, file, [r.id for r in failing])}
+        for r in failing:
+            x = got.get(r.id)
+            r.reference = x.outcome if x is not None else NOT_COLLECTED
+        print(f"[conformance] {file}: {len(failing)} failing test(s) rerun on XLA:CPU, "
+              f"{sum(r.reference in FAILING for r in failing)} fail there too",
+              file=opts.log, flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        list(pool.map(one, sorted(by_file.items())))
+    return sum(len(v) for v in by_file.values())
 
 
 def plan_units(opts: Options) -> list[tuple[str, tuple[int, int] | None]]:

@@ -36,6 +36,9 @@ class Result:
     outcome: str
     duration: float = 0.0
     error: str = ""
+    # The same test's outcome on XLA:CPU when a failing test was run there
+    # again (conformance --reference); "" when it was not.
+    reference: str = ""
 
 
 @dataclasses.dataclass
