@@ -66,10 +66,19 @@ def x64_ctx(dtype):
 
 # ---- eigh ---------------------------------------------------------------------
 
+# PJRTX_LAPACK: "scipy" (the default) calls the LAPACK routines XLA:CPU
+# calls; "own" runs MLX's linalg and pjrtx's own routines. Both must hold
+# the invariants; read per compile, and each test jits fresh lambdas.
+@pytest.fixture(params=["scipy", "own"])
+def lapack(request, monkeypatch):
+    monkeypatch.setenv("PJRTX_LAPACK", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
 @pytest.mark.parametrize("shape", [(1, 1), (6, 6), (2, 3, 5, 5)])
 @pytest.mark.parametrize("lower", [True, False])
-def test_eigh_invariants(pjrtx_device, cpu_device, dtype, shape, lower):
+def test_eigh_invariants(pjrtx_device, cpu_device, dtype, shape, lower, lapack):
     with x64_ctx(dtype):
         a = rand(shape, dtype)  # not Hermitian: only one triangle is read
         f = lambda x: lax.linalg.eigh(x, lower=lower, symmetrize_input=False)
@@ -147,7 +156,7 @@ def test_eigh_grad_and_vmap(pjrtx_device, cpu_device):
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (1, 1)])
 @pytest.mark.parametrize("full_matrices", [True, False])
-def test_svd_invariants(pjrtx_device, cpu_device, dtype, shape, full_matrices):
+def test_svd_invariants(pjrtx_device, cpu_device, dtype, shape, full_matrices, lapack):
     with x64_ctx(dtype):
         a = rand(shape, dtype)
         f = lambda x: jnp.linalg.svd(x, full_matrices=full_matrices)
@@ -179,8 +188,16 @@ def test_svd_economic_of_very_thin_matrices(pjrtx_device, shape):
     assert_within(s, np.linalg.svd(a.astype(np.float64), compute_uv=False), bound[..., 0], "s")
 
 
-def test_svd_complex_thin_matrix_is_refused_not_crashing(pjrtx_device):
+def test_svd_complex_thin_matrix(pjrtx_device, cpu_device, monkeypatch):
+    # LAPACK's gesdd computes the economic SVD directly (upstream's
+    # testPinv6: a (400000, 2) complex pinv); MLX's svd computes the full U,
+    # so without SciPy's LAPACK pjrtx refuses it at compile time.
     a = rand((100000, 2), np.complex64)
+    f = lambda x: jnp.linalg.svd(x, full_matrices=False)  # noqa: E731
+    got, want = run_on(pjrtx_device, f, a), run_on(cpu_device, f, a)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    monkeypatch.setenv("PJRTX_LAPACK", "own")
     with pytest.raises(Exception, match=r"pjrtx_svd.*100000x100000"):
         run_on(pjrtx_device, lambda x: jnp.linalg.svd(x, full_matrices=False), a)
 
@@ -269,7 +286,7 @@ def assert_same_spectrum(x, y, bound, what):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
 @pytest.mark.parametrize("shape", [(5, 5), (2, 3, 4, 4), (1, 1)])
-def test_eig_invariants(pjrtx_device, cpu_device, dtype, shape):
+def test_eig_invariants(pjrtx_device, cpu_device, dtype, shape, lapack):
     a = normal_matrix(shape[-1], dtype, shape[:-2])
     f = lambda x: lax.linalg.eig(x, compute_left_eigenvectors=True)
     w, vl, vr = run_on(pjrtx_device, f, a)
@@ -440,6 +457,45 @@ def test_schur_is_xla_cpus_bit_for_bit(pjrtx_device, cpu_device, dtype, shape):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
     np.testing.assert_array_equal(t_only, t_only_cpu)
+
+
+DECOMPOSITIONS = {
+    "eigh_lower": lambda x: lax.linalg.eigh(x, lower=True, symmetrize_input=False),
+    "eigh_upper": lambda x: lax.linalg.eigh(x, lower=False, symmetrize_input=False),
+    "svd_economic": lambda x: jnp.linalg.svd(x, full_matrices=False),
+    "svd_full": lambda x: jnp.linalg.svd(x, full_matrices=True),
+    "svd_values": lambda x: jnp.linalg.svd(x, compute_uv=False),
+    "eig_both": lambda x: lax.linalg.eig(x, compute_left_eigenvectors=True),
+    "eig_right": lambda x: lax.linalg.eig(x, compute_left_eigenvectors=False),
+    "eig_left": lambda x: lax.linalg.eig(x, compute_left_eigenvectors=True,
+                                         compute_right_eigenvectors=False),
+    "eigvals": lambda x: lax.linalg.eig(x, compute_left_eigenvectors=False,
+                                        compute_right_eigenvectors=False),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("op", sorted(DECOMPOSITIONS))
+def test_decompositions_are_xla_cpus_bit_for_bit(pjrtx_device, cpu_device, op, dtype):
+    # With SciPy's LAPACK (the default) pjrtx calls syevd/heevd, gesdd and
+    # geev as XLA:CPU does, so the conventions the decompositions leave free
+    # (vector signs and phases, eig's eigenvalue order, its conjugate pairs)
+    # are XLA:CPU's. Tall, wide and batched operands; 30 > 25 takes
+    # divide and conquer in syevd and gesdd; a matrix with a NaN gives NaN
+    # (gesdd and geev refuse it; XLA:CPU hands it to syevd, which may
+    # return finite garbage: pjrtx keeps NaN there, test_eigh_nan_*).
+    shapes = [(7, 7), (3, 30, 30)] if op.startswith(("eig", "eigh")) else [(9, 4), (4, 9), (3, 30, 20)]
+    f = DECOMPOSITIONS[op]
+    for shape in shapes:
+        with x64_ctx(dtype):
+            a = rand(shape, dtype)
+            if len(shape) == 3 and not op.startswith("eigh"):
+                a[1, 0, 0] = np.nan
+            got, want = run_on(pjrtx_device, f, a), run_on(cpu_device, f, a)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+            np.testing.assert_array_equal(g, w, err_msg=f"{op} {shape}")
 
 
 def test_lapack_variable_is_checked(pjrtx_device, monkeypatch):

@@ -4,6 +4,7 @@
 // of a program that needs LAPACK (on a jaxlib thread with the GIL released,
 // so it takes the GIL).
 #include <string>
+#include <type_traits>
 
 #include "backend/mlx/host/lapack.h"
 #include "python/bindings.h"
@@ -35,13 +36,30 @@ lapack::Functions resolve_from_scipy() {
       if (fn == nullptr) PyErr_Clear();
       return fn;
     };
-    f.sgees = reinterpret_cast<lapack::RealGees<float>*>(get("sgees"));
-    f.dgees = reinterpret_cast<lapack::RealGees<double>*>(get("dgees"));
-    f.cgees = reinterpret_cast<lapack::ComplexGees<std::complex<float>, float>*>(get("cgees"));
-    f.zgees = reinterpret_cast<lapack::ComplexGees<std::complex<double>, double>*>(get("zgees"));
-    if (!f.sgees || !f.dgees || !f.cgees || !f.zgees) {
+    std::string lacks;
+    auto set = [&](auto*& slot, const char* name) {
+      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(get(name));
+      if (slot == nullptr) lacks += std::string(lacks.empty() ? "" : ", ") + name;
+    };
+    set(f.sgees, "sgees");
+    set(f.dgees, "dgees");
+    set(f.cgees, "cgees");
+    set(f.zgees, "zgees");
+    set(f.ssyevd, "ssyevd");
+    set(f.dsyevd, "dsyevd");
+    set(f.cheevd, "cheevd");
+    set(f.zheevd, "zheevd");
+    set(f.sgesdd, "sgesdd");
+    set(f.dgesdd, "dgesdd");
+    set(f.cgesdd, "cgesdd");
+    set(f.zgesdd, "zgesdd");
+    set(f.sgeev, "sgeev");
+    set(f.dgeev, "dgeev");
+    set(f.cgeev, "cgeev");
+    set(f.zgeev, "zgeev");
+    if (!lacks.empty()) {
       f = lapack::Functions{};
-      f.missing = "scipy.linalg.cython_lapack lacks one of sgees, dgees, cgees, zgees";
+      f.missing = "scipy.linalg.cython_lapack lacks " + lacks;
     }
   } catch (nb::python_error& e) {
     f = lapack::Functions{};

@@ -17,7 +17,11 @@ std::atomic<Resolver> g_resolver{nullptr};
 void set_resolver(Resolver resolver) { g_resolver.store(resolver); }
 
 const Functions& functions() {
-  static const Functions own{nullptr, nullptr, nullptr, nullptr, "PJRTX_LAPACK=own"};
+  static const Functions own = [] {
+    Functions f;
+    f.missing = "PJRTX_LAPACK=own";
+    return f;
+  }();
   std::string mode = env_string("PJRTX_LAPACK");
   if (mode == "own") return own;
   if (mode != "scipy")

@@ -24,11 +24,48 @@ using ComplexGees = void(char* jobvs, char* sort, void* select, int* n, C* a, in
                          C* w, C* vs, int* ldvs, C* work, int* lwork, R* rwork, int* bwork,
                          int* info);
 
+// syevd / heevd: eigh.
+template <typename T>
+using RealSyevd = void(char* jobz, char* uplo, int* n, T* a, int* lda, T* w, T* work, int* lwork,
+                       int* iwork, int* liwork, int* info);
+template <typename C, typename R>
+using ComplexHeevd = void(char* jobz, char* uplo, int* n, C* a, int* lda, R* w, C* work,
+                          int* lwork, R* rwork, int* lrwork, int* iwork, int* liwork, int* info);
+// gesdd: svd.
+template <typename T>
+using RealGesdd = void(char* jobz, int* m, int* n, T* a, int* lda, T* s, T* u, int* ldu, T* vt,
+                       int* ldvt, T* work, int* lwork, int* iwork, int* info);
+template <typename C, typename R>
+using ComplexGesdd = void(char* jobz, int* m, int* n, C* a, int* lda, R* s, C* u, int* ldu, C* vt,
+                          int* ldvt, C* work, int* lwork, R* rwork, int* iwork, int* info);
+// geev: eig.
+template <typename T>
+using RealGeev = void(char* jobvl, char* jobvr, int* n, T* a, int* lda, T* wr, T* wi, T* vl,
+                      int* ldvl, T* vr, int* ldvr, T* work, int* lwork, int* info);
+template <typename C, typename R>
+using ComplexGeev = void(char* jobvl, char* jobvr, int* n, C* a, int* lda, C* w, C* vl, int* ldvl,
+                         C* vr, int* ldvr, C* work, int* lwork, R* rwork, int* info);
+
+using cf = std::complex<float>;
+using cd = std::complex<double>;
+
 struct Functions {
   RealGees<float>* sgees = nullptr;
   RealGees<double>* dgees = nullptr;
-  ComplexGees<std::complex<float>, float>* cgees = nullptr;
-  ComplexGees<std::complex<double>, double>* zgees = nullptr;
+  ComplexGees<cf, float>* cgees = nullptr;
+  ComplexGees<cd, double>* zgees = nullptr;
+  RealSyevd<float>* ssyevd = nullptr;
+  RealSyevd<double>* dsyevd = nullptr;
+  ComplexHeevd<cf, float>* cheevd = nullptr;
+  ComplexHeevd<cd, double>* zheevd = nullptr;
+  RealGesdd<float>* sgesdd = nullptr;
+  RealGesdd<double>* dgesdd = nullptr;
+  ComplexGesdd<cf, float>* cgesdd = nullptr;
+  ComplexGesdd<cd, double>* zgesdd = nullptr;
+  RealGeev<float>* sgeev = nullptr;
+  RealGeev<double>* dgeev = nullptr;
+  ComplexGeev<cf, float>* cgeev = nullptr;
+  ComplexGeev<cd, double>* zgeev = nullptr;
   std::string missing;  // why the table is empty; "" when every routine resolved
 };
 

@@ -35,6 +35,7 @@ Kernel lower_eigh(LowerCtx& ctx) {
   check_linalg_types(ctx, "eigh");
   bool lower = config_flag(ctx, "lower");
   if (ctx.in(0).num_elements() == 0) return empty_results(ctx);
+  if (use_lapack()) return lower_eigh_lapack(ctx, lower);
   if (ctx.in(0).dtype == compiler::DType::kC128) return lower_eigh_c128(ctx, lower);
   return [lower](RunState&, const Arrays& in) {
     mx::Stream s = cpu_stream();
@@ -55,6 +56,7 @@ Kernel lower_svd(LowerCtx& ctx) {
   if (ctx.num_out() != (uv ? 3u : 1u))
     ctx.fail("pjrtx_svd with compute_uv=", uv, " has ", ctx.num_out(), " results");
   if (ctx.in(0).num_elements() == 0) return empty_results(ctx);
+  if (use_lapack()) return lower_svd_lapack(ctx, full, uv);
   if (ctx.in(0).dtype == compiler::DType::kC128) return lower_svd_c128(ctx, full, uv);
   // m == 0 or n == 0 lowers without a custom call (pjrtx/jax_rules).
   int k = std::min(m, n);
@@ -110,6 +112,7 @@ Kernel lower_eig(LowerCtx& ctx) {
   if (ctx.num_out() != 1u + left + right)
     ctx.fail("pjrtx_eig with left=", left, " right=", right, " has ", ctx.num_out(), " results");
   if (ctx.in(0).num_elements() == 0) return empty_results(ctx);
+  if (use_lapack()) return lower_eig_lapack(ctx, left, right);
   if (ctx.in(0).dtype == compiler::DType::kF64 || ctx.in(0).dtype == compiler::DType::kC128)
     return lower_eig_wide(ctx, left, right);
   bool complex_in = compiler::is_complex(ctx.in(0).dtype);

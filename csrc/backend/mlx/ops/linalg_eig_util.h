@@ -26,6 +26,13 @@ Kernel lower_eigh_c128(LowerCtx& ctx, bool lower);
 Kernel lower_svd_c128(LowerCtx& ctx, bool full, bool uv);
 Kernel lower_eig_wide(LowerCtx& ctx, bool left, bool right);
 
+// The LAPACK routines XLA:CPU calls (linalg_lapack.cc, host/lapack.h): used
+// where use_lapack() (PJRTX_LAPACK=scipy and SciPy's table resolved).
+bool use_lapack();
+Kernel lower_eigh_lapack(LowerCtx& ctx, bool lower);
+Kernel lower_svd_lapack(LowerCtx& ctx, bool full, bool uv);
+Kernel lower_eig_lapack(LowerCtx& ctx, bool left, bool right);
+
 // Zero-element operand: every result is empty too; zeros of their types.
 Kernel empty_results(LowerCtx& ctx);
 
