@@ -20,6 +20,7 @@
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/host/host_kernel.h"
 #include "backend/mlx/host/lapack.h"
+#include "backend/mlx/host/linalg_kernels.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/ops/linalg_eig_util.h"
 #include "backend/mlx/ops/linalg_householder.h"
@@ -34,14 +35,9 @@ using householder::out_types;
 using lp::cd;
 using lp::cf;
 
+using linalg::real_t;
 template <typename T>
-struct RealOf { using type = T; };
-template <typename T>
-struct RealOf<std::complex<T>> { using type = T; };
-template <typename T>
-using real_t = typename RealOf<T>::type;
-template <typename T>
-constexpr bool kComplex = !std::is_same_v<T, real_t<T>>;
+constexpr bool kComplex = linalg::kIsComplex<T>;
 
 template <typename T>
 T nan_of() {
