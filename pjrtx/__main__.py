@@ -67,6 +67,7 @@ def doctor() -> int:
         ok = False
     print(f"processes  {distributed_line(ext, env)}")
     print(f"blas       {blas_line()}")
+    print(f"lapack     {lapack_line(ext, env)}")
     print(f"float32    {float32_line()}")
     if ok:
         kind = "cpu" if device == "CPU" else "gpu"
@@ -193,6 +194,21 @@ def float32_line() -> str:
         return (f"matmuls (and CUDA convolutions) in TF32 on a GPU ({MLX_TF32_VAR}={raw}): "
                 f"faster, about 3 decimal digits, and precision=HIGHEST is not honoured there")
     return f"matmuls and convolutions in full float32 on every device ({MLX_TF32_VAR}={raw})"
+
+
+def lapack_line(ext, env) -> str:
+    """Which routines eigh, svd, eig and schur run (PJRTX_LAPACK)."""
+    mode = env.get("PJRTX_LAPACK")
+    try:
+        missing = ext.lapack_missing()
+    except Exception as e:  # a bad PJRTX_LAPACK value
+        return f"unavailable: {e}"
+    if not missing:
+        import scipy
+
+        return (f"scipy (PJRTX_LAPACK={mode}): eigh, svd, eig and schur call the LAPACK "
+                f"routines XLA:CPU calls (scipy {scipy.__version__}'s cython_lapack)")
+    return f"own (PJRTX_LAPACK={mode}): MLX's linalg and pjrtx's own routines ({missing})"
 
 
 def blas_line() -> str:

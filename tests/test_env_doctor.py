@@ -111,6 +111,18 @@ def test_doctor_devices_line(value, line):
     assert re.search(line, p.stdout, re.M), p.stdout
 
 
+@pytest.mark.parametrize("value, line", [
+    (None, r"^lapack\s+scipy \(PJRTX_LAPACK=scipy\): eigh, svd, eig and schur call the LAPACK "
+           r"routines XLA:CPU calls \(scipy \S+'s cython_lapack\)$"),
+    ("own", r"^lapack\s+own \(PJRTX_LAPACK=own\): MLX's linalg and pjrtx's own routines "
+            r"\(PJRTX_LAPACK=own\)$"),
+    ("netlib", r"^lapack\s+unavailable: .*PJRTX_LAPACK must be 'scipy' or 'own', got 'netlib'$"),
+])
+def test_doctor_lapack_line(value, line):
+    p = run(["-m", "pjrtx", "doctor"], **({} if value is None else {"PJRTX_LAPACK": value}))
+    assert re.search(line, p.stdout, re.M), p.stdout
+
+
 def test_bad_device_count_is_a_clear_error_when_jax_starts():
     code = ("import jax\nfrom pjrtx import jax_plugin\njax_plugin.ensure_registered()\n"
             "try:\n    jax.devices('pjrtx')\nexcept Exception as e:\n    print('ERR', e)\n")

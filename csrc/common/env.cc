@@ -55,10 +55,11 @@ const std::vector<EnvVar>& env_vars() {
        "float64 on a GPU device: cpu (run f64 instructions on MLX's CPU stream) or error "
        "(refuse f64 at compile time, on any device)"},
       {"PJRTX_LAPACK", "scipy",
-       "host linear algebra with no MLX kernel (Schur): scipy (call the LAPACK routines "
-       "XLA:CPU calls, from SciPy's scipy.linalg.cython_lapack, so results match XLA:CPU's "
-       "bit for bit) or own (pjrtx's own routines; also what runs when SciPy's table "
-       "cannot be read); read per compile"},
+       "eigh, svd, eig and schur (host kernels on MLX's CPU stream): scipy (call the LAPACK "
+       "routines XLA:CPU calls, from SciPy's scipy.linalg.cython_lapack, so results match "
+       "XLA:CPU's bit for bit, vector signs and eigenvalue order included) or own (MLX's "
+       "linalg and pjrtx's own routines; also what runs when SciPy's table cannot be read); "
+       "read per compile"},
       {"PJRTX_BLAS", "auto",
        "Linux: BLAS/LAPACK for MLX's CPU kernels: auto (OpenBLAS from scipy-openblas32 when "
        "installed, else MLX's bundled reference BLAS), openblas (required) or reference; "

@@ -10,6 +10,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "backend/mlx/host/lapack.h"
 #include "backend/mlx/mlx_rules.h"
 #include "backend/mlx/constant_pool.h"
 #include "backend/mlx/mlx_device.h"
@@ -156,6 +157,10 @@ NB_MODULE(_pjrtx, m) {
       nb::arg("reset") = false,
       "primitives_evaluated() by MLX primitive name (Add, Compiled, Matmul, ...); reset=True "
       "starts it again at zero");
+  m.def(
+      "lapack_missing", [] { return backend::lapack::functions().missing; },
+      "Why eigh/svd/eig/schur do not call the LAPACK routines XLA:CPU calls ('' when they "
+      "do): PJRTX_LAPACK=own, or SciPy's table could not be read (resolves it on first use)");
   m.def("trace_enabled", &trace_enabled, "Whether PJRTX_TRACE is on (read once)");
   m.def(
       "trace_line", [](const std::string& line) { trace(line, 0, 0); }, nb::arg("line"),
