@@ -2,7 +2,7 @@
 
 One pjrtx build serves every jax/jaxlib release in RELEASES: the extension
 links MLX and Python, not jaxlib; it speaks the PJRT C API of the newest
-(csrc/pjrt/pjrt_c_api.h) and reads only as much of each argument struct as
+(csrc/pjrt/pjrt_abi.h) and reads only as much of each argument struct as
 the caller sent (its C++ twin, csrc/pjrt/pjrt_versions.h, lists the structs
 that grew since the oldest caller); and the frontend reads StableHLO through
 the installed jaxlib's own MLIR bindings. What still differs is here:

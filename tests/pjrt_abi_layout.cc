@@ -1,5 +1,5 @@
 // The ABI layout table, for tests/test_pjrt_abi.py only: every struct of
-// our PJRT C API declaration (csrc/pjrt/pjrt_c_api.h) with its fields'
+// our PJRT C API declaration (csrc/pjrt/pjrt_abi.h) with its fields'
 // offsets and sizes, computed by the compiler from the declarations
 // (offsetof/sizeof), the PJRT_Api slot names and every enum. The test
 // compares them with pypjrt's independent table, which also catches a
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "pjrt/pjrt_c_api.h"
+#include "pjrt/pjrt_abi.h"
 
 namespace {
 

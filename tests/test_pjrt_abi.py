@@ -1,4 +1,4 @@
-"""Our PJRT C API declaration (csrc/pjrt/pjrt_c_api.h, version 0.112) against an
+"""Our PJRT C API declaration (csrc/pjrt/pjrt_abi.h, version 0.112) against an
 independent description of the ABI: pypjrt's ctypes tables for 0.114, which
 pypjrt generates with libclang from the upstream headers.
 
@@ -57,7 +57,7 @@ BUFFER_TYPES_ADDED_AFTER_0_112 = {
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 LAYOUT_SOURCE = REPO / "tests" / "pjrt_abi_layout.cc"
-C_API_HEADER = REPO / "csrc" / "pjrt" / "pjrt_c_api.h"
+C_API_HEADER = REPO / "csrc" / "pjrt" / "pjrt_abi.h"
 
 
 def _compiler():

@@ -3,7 +3,7 @@
 // a stub that returns UNIMPLEMENTED naming the function.
 #pragma once
 
-#include "pjrt/pjrt_c_api.h"
+#include "pjrt/pjrt_abi.h"
 
 #include <cstddef>
 #include <cstdint>

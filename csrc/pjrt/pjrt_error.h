@@ -13,7 +13,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "pjrt/pjrt_c_api.h"
+#include "pjrt/pjrt_abi.h"
 #include "pjrt/pjrt_versions.h"
 
 namespace pjrtx::pjrt {

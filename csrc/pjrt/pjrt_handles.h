@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "pjrt/pjrt_c_api.h"
+#include "pjrt/pjrt_abi.h"
 #include "runtime/client.h"
 #include "runtime/executable.h"
 

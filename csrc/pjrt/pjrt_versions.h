@@ -16,7 +16,7 @@
 
 #include <cstddef>
 
-#include "pjrt/pjrt_c_api.h"
+#include "pjrt/pjrt_abi.h"
 
 namespace pjrtx::pjrt {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pjrt/pjrt_entry_points.h"
-#include "pjrt/pjrt_c_api.h"
+#include "pjrt/pjrt_abi.h"
 #include "pjrt/pjrt_versions.h"
 #include "python/bindings.h"
 

@@ -21,8 +21,8 @@
 //
 // C-compatible (C11) and C++20; no other includes.
 
-#ifndef PJRTX_PJRT_C_API_H_
-#define PJRTX_PJRT_C_API_H_
+#ifndef PJRTX_PJRT_ABI_H_
+#define PJRTX_PJRT_ABI_H_
 
 #include <cstdint>
 #include <stdbool.h>
@@ -2375,4 +2375,4 @@ static_assert(PJRT_Api_STRUCT_SIZE == 1144,
               "jax-cuda12-pjrt 0.10.2 reports struct_size 1144");
 #endif
 
-#endif  // PJRTX_PJRT_C_API_H_
+#endif  // PJRTX_PJRT_ABI_H_
