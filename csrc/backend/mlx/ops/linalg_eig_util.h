@@ -32,6 +32,7 @@ bool use_lapack();
 Kernel lower_eigh_lapack(LowerCtx& ctx, bool lower);
 Kernel lower_svd_lapack(LowerCtx& ctx, bool full, bool uv);
 Kernel lower_eig_lapack(LowerCtx& ctx, bool left, bool right);
+Kernel lower_schur_lapack(LowerCtx& ctx, bool vectors);
 
 // Zero-element operand: every result is empty too; zeros of their types.
 Kernel empty_results(LowerCtx& ctx);

@@ -1,5 +1,5 @@
-// eigh, svd and eig through the LAPACK routines XLA:CPU calls
-// (host/lapack.h): syevd/heevd, gesdd and geev with jaxlib's arguments (its
+// eigh, svd, eig and schur through the LAPACK routines XLA:CPU calls
+// (host/lapack.h): syevd/heevd, gesdd, geev and gees with jaxlib's arguments (its
 // job letters; its workspace sizes: the formulas it uses for syevd/heevd,
 // LAPACK's own query for gesdd and geev, which picks gesdd's path) on a
 // column-major copy of each matrix, as XLA hands LAPACK its operand. The
@@ -284,6 +284,52 @@ void run_eig(const lp::Functions& f, const Arrays& in, Arrays& out, int n, bool 
   }
 }
 
+// ---- schur: gees (sort = 'N') ------------------------------------------------
+
+template <typename T>
+void run_schur(const lp::Functions& f, const Arrays& in, Arrays& out, int n, bool vectors) {
+  using R = real_t<T>;
+  auto* fn = pick<T>(f.sgees, f.dgees, f.cgees, f.zgees);
+  char jobvs = vectors ? 'V' : 'N', sort = 'N';
+  int lda = std::max(n, 1), ldvs = vectors ? lda : 1, sdim = 0, info = 0;
+  int bwork = 0;  // not referenced with sort = 'N'
+  const size_t nn = static_cast<size_t>(n) * n;
+  std::vector<T> m(nn), z(vectors ? nn : 1);
+  std::vector<R> wr(n), wi(n), rwork(std::max(n, 1));
+  std::vector<T> w(n);
+  auto call = [&](T* work, int* lwork) {
+    if constexpr (kComplex<T>)
+      fn(&jobvs, &sort, nullptr, &n, m.data(), &lda, &sdim, w.data(), z.data(), &ldvs, work, lwork,
+         rwork.data(), &bwork, &info);
+    else
+      fn(&jobvs, &sort, nullptr, &n, m.data(), &lda, &sdim, wr.data(), wi.data(), z.data(), &ldvs,
+         work, lwork, &bwork, &info);
+  };
+  T query{};
+  int lwork = -1;
+  call(&query, &lwork);
+  lwork = work_size(query, "gees");
+  std::vector<T> work(lwork);
+  const T* a = in[0].data<T>();
+  T* t_out = out[0].data<T>();
+  T* z_out = vectors ? out[1].data<T>() : nullptr;
+  const size_t batch = in[0].nbytes() / sizeof(T) / nn;
+  for (size_t b = 0; b < batch; ++b) {
+    bool ok = to_col_major(a + b * nn, n, n, m.data());
+    if (ok) {
+      call(work.data(), &lwork);
+      ok = info == 0;
+    }
+    if (!ok) {
+      std::fill(t_out + b * nn, t_out + (b + 1) * nn, nan_of<T>());
+      if (vectors) std::fill(z_out + b * nn, z_out + (b + 1) * nn, nan_of<T>());
+      continue;
+    }
+    from_col_major(m.data(), n, n, n, t_out + b * nn);
+    if (vectors) from_col_major(z.data(), n, n, n, z_out + b * nn);
+  }
+}
+
 // The operand's m x n must fit LAPACK's 32-bit sizes.
 void check_lapack_size(LowerCtx& ctx, const char* op, int64_t rows, int64_t cols) {
   if (rows * cols > INT_MAX)
@@ -321,6 +367,19 @@ Kernel lower_svd_lapack(LowerCtx& ctx, bool full, bool uv) {
   return [=, &f](RunState&, const Arrays& in) {
     return host_kernel("pjrtx_svd", in, o.shapes, o.dtypes, [=, &f](const Arrays& ins, Arrays& outs) {
       by_type(t, [&](auto tag) { run_svd<decltype(tag)>(f, ins, outs, m, n, full, uv); });
+    });
+  };
+}
+
+Kernel lower_schur_lapack(LowerCtx& ctx, bool vectors) {
+  const int n = static_cast<int>(ctx.in(0).shape.back());
+  check_lapack_size(ctx, "schur", n, n);
+  const compiler::DType t = ctx.in(0).dtype;
+  const OutTypes o = out_types(ctx);
+  const lp::Functions& f = lp::functions();
+  return [=, &f](RunState&, const Arrays& in) {
+    return host_kernel("pjrtx_schur", in, o.shapes, o.dtypes, [=, &f](const Arrays& ins, Arrays& outs) {
+      by_type(t, [&](auto tag) { run_schur<decltype(tag)>(f, ins, outs, n, vectors); });
     });
   };
 }

@@ -20,8 +20,9 @@
 //
 // That routine is the fallback: where SciPy's LAPACK table resolves
 // (host/lapack.h, PJRTX_LAPACK=scipy, the default), pjrtx_schur calls the
-// gees that XLA:CPU calls (sort = 'N', the workspace gees asks for), so T
-// and Z are XLA:CPU's bit for bit, in the input's own precision.
+// gees that XLA:CPU calls (ops/linalg_lapack.cc: sort = 'N', the workspace
+// gees asks for), so T and Z are XLA:CPU's bit for bit, in the input's own
+// precision.
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -29,7 +30,6 @@
 
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/host/host_kernel.h"
-#include "backend/mlx/host/lapack.h"
 #include "backend/mlx/ops/common.h"
 #include "backend/mlx/ops/linalg_eig_util.h"
 #include "backend/mlx/ops/linalg_householder.h"
@@ -285,76 +285,6 @@ void run_schur(const Arrays& in, Arrays& out, int n, bool vectors) {
   }
 }
 
-// One matrix through LAPACK's gees, column-major in `a` (T on return) and
-// `vs` (Z, when vectors). False when gees reports failure (info != 0).
-template <typename T>
-bool gees(const lapack::Functions& f, int n, bool vectors, T* a, T* vs) {
-  char jobvs = vectors ? 'V' : 'N', sort = 'N';
-  int lda = std::max(n, 1), ldvs = vectors ? lda : 1, sdim = 0, info = 0, lwork = -1;
-  int bwork = 0;  // not referenced with sort = 'N'
-  T query{};
-  T vs_unused{};
-  T* z = vectors ? vs : &vs_unused;
-  if constexpr (std::is_floating_point_v<T>) {
-    std::vector<T> wr(n), wi(n);
-    auto* fn = [&] {
-      if constexpr (std::is_same_v<T, float>) return f.sgees;
-      else return f.dgees;
-    }();
-    fn(&jobvs, &sort, nullptr, &n, a, &lda, &sdim, wr.data(), wi.data(), z, &ldvs, &query,
-       &lwork, &bwork, &info);
-    if (info != 0) return false;
-    lwork = std::max(1, static_cast<int>(query));
-    std::vector<T> work(lwork);
-    fn(&jobvs, &sort, nullptr, &n, a, &lda, &sdim, wr.data(), wi.data(), z, &ldvs, work.data(),
-       &lwork, &bwork, &info);
-  } else {
-    using R = typename T::value_type;
-    std::vector<T> w(n);
-    std::vector<R> rwork(std::max(n, 1));
-    auto* fn = [&] {
-      if constexpr (std::is_same_v<R, float>) return f.cgees;
-      else return f.zgees;
-    }();
-    fn(&jobvs, &sort, nullptr, &n, a, &lda, &sdim, w.data(), z, &ldvs, &query, &lwork,
-       rwork.data(), &bwork, &info);
-    if (info != 0) return false;
-    lwork = std::max(1, static_cast<int>(query.real()));
-    std::vector<T> work(lwork);
-    fn(&jobvs, &sort, nullptr, &n, a, &lda, &sdim, w.data(), z, &ldvs, work.data(), &lwork,
-       rwork.data(), &bwork, &info);
-  }
-  return info == 0;
-}
-
-template <typename T>
-void run_schur_lapack(const lapack::Functions& f, const Arrays& in, Arrays& out, int n,
-                      bool vectors) {
-  const T* a = in[0].data<T>();
-  T* t_out = out[0].data<T>();
-  T* z_out = vectors ? out[1].data<T>() : nullptr;
-  size_t nn = static_cast<size_t>(n) * n, batch = in[0].nbytes() / sizeof(T) / nn;
-  std::vector<T> m(nn), z(vectors ? nn : 0);
-  T nan = static_cast<T>(std::numeric_limits<float>::quiet_NaN());
-  if constexpr (!std::is_floating_point_v<T>) nan = T(nan.real(), nan.real());
-  for (size_t b = 0; b < batch; ++b) {
-    bool ok = true;
-    for (int r = 0; r < n; ++r)  // row-major in, column-major for LAPACK
-      for (int c = 0; c < n; ++c) {
-        T x = a[b * nn + static_cast<size_t>(r) * n + c];
-        ok = ok && std::isfinite(std::abs(x));
-        m[static_cast<size_t>(c) * n + r] = x;
-      }
-    ok = ok && gees<T>(f, n, vectors, m.data(), z.data());
-    for (int r = 0; r < n; ++r)
-      for (int c = 0; c < n; ++c) {
-        size_t o = b * nn + static_cast<size_t>(r) * n + c, i = static_cast<size_t>(c) * n + r;
-        t_out[o] = ok ? m[i] : nan;
-        if (vectors) z_out[o] = ok ? z[i] : nan;
-      }
-  }
-}
-
 // ---- eig in double precision ----------------------------------------------------
 
 // pjrtx_eig of f64 or c128: the Schur form A = Z T Z^H above (for f64 the
@@ -509,21 +439,7 @@ Kernel lower_schur(LowerCtx& ctx) {
   int n = static_cast<int>(ctx.in(0).shape.back());
   compiler::DType t = ctx.in(0).dtype;
   OutTypes o = out_types(ctx);
-  const lapack::Functions& f = lapack::functions();
-  if (f.missing.empty()) {
-    return [n, t, o, vectors, &f](RunState&, const Arrays& in) {
-      return host_kernel("pjrtx_schur", in, o.shapes, o.dtypes,
-                         [n, t, vectors, &f](const Arrays& ins, Arrays& outs) {
-                           using compiler::DType;
-                           if (t == DType::kF32) run_schur_lapack<float>(f, ins, outs, n, vectors);
-                           else if (t == DType::kF64)
-                             run_schur_lapack<double>(f, ins, outs, n, vectors);
-                           else if (t == DType::kC128)
-                             run_schur_lapack<std::complex<double>>(f, ins, outs, n, vectors);
-                           else run_schur_lapack<std::complex<float>>(f, ins, outs, n, vectors);
-                         });
-    };
-  }
+  if (use_lapack()) return lower_schur_lapack(ctx, vectors);
   return [n, t, o, vectors](RunState&, const Arrays& in) {
     return host_kernel("pjrtx_schur", in, o.shapes, o.dtypes,
                        [n, t, vectors](const Arrays& ins, Arrays& outs) {
