@@ -160,7 +160,8 @@ void run_svd(const lp::Functions& f, const Arrays& in, Arrays& out, int m, int n
   // jaxlib's rwork size (svd::GetRealWorkspaceSize).
   const size_t lrwork =
       !kComplex<T> ? 0
-      : uv ? std::max<size_t>(5 * size_t(k) * k + 5 * size_t(k), 2 * size_t(mx) * k + 2 * size_t(k) * k + k)
+      : uv ? std::max<size_t>(5 * size_t(k) * k + 5 * size_t(k),
+                              2 * size_t(mx) * k + 2 * size_t(k) * k + k)
            : 7 * size_t(k);
   std::vector<R> rwork(std::max<size_t>(lrwork, 1));
   auto call = [&](T* work, int* lwork) {
@@ -337,6 +338,20 @@ void check_lapack_size(LowerCtx& ctx, const char* op, int64_t rows, int64_t cols
              " is beyond LAPACK's 32-bit sizes");
 }
 
+// A host kernel that runs run(T{}, table, inputs, outputs) for the
+// operand's element type T.
+template <typename Run>
+Kernel lapack_kernel(LowerCtx& ctx, const char* name, Run run) {
+  const compiler::DType t = ctx.in(0).dtype;
+  const OutTypes o = out_types(ctx);
+  const lp::Functions& f = lp::functions();
+  return [=, &f](RunState&, const Arrays& in) {
+    return host_kernel(name, in, o.shapes, o.dtypes, [=, &f](const Arrays& ins, Arrays& outs) {
+      by_type(t, [&](auto tag) { run(tag, f, ins, outs); });
+    });
+  };
+}
+
 }  // namespace
 
 bool use_lapack() { return lapack::functions().missing.empty(); }
@@ -344,14 +359,10 @@ bool use_lapack() { return lapack::functions().missing.empty(); }
 Kernel lower_eigh_lapack(LowerCtx& ctx, bool lower) {
   const int n = static_cast<int>(ctx.in(0).shape.back());
   check_lapack_size(ctx, "eigh", n, n);
-  const compiler::DType t = ctx.in(0).dtype;
-  const OutTypes o = out_types(ctx);
-  const lp::Functions& f = lp::functions();
-  return [=, &f](RunState&, const Arrays& in) {
-    return host_kernel("pjrtx_eigh", in, o.shapes, o.dtypes, [=, &f](const Arrays& ins, Arrays& outs) {
-      by_type(t, [&](auto tag) { run_eigh<decltype(tag)>(f, ins, outs, n, lower); });
-    });
-  };
+  return lapack_kernel(ctx, "pjrtx_eigh",
+                       [=](auto tag, const lp::Functions& f, const Arrays& ins, Arrays& outs) {
+                         run_eigh<decltype(tag)>(f, ins, outs, n, lower);
+                       });
 }
 
 Kernel lower_svd_lapack(LowerCtx& ctx, bool full, bool uv) {
@@ -361,40 +372,28 @@ Kernel lower_svd_lapack(LowerCtx& ctx, bool full, bool uv) {
   check_lapack_size(ctx, "svd", m, n);
   const int64_t big = std::max(m, n);
   if (uv && full) check_lapack_size(ctx, "svd", big, big);  // u or vt is big x big
-  const compiler::DType t = ctx.in(0).dtype;
-  const OutTypes o = out_types(ctx);
-  const lp::Functions& f = lp::functions();
-  return [=, &f](RunState&, const Arrays& in) {
-    return host_kernel("pjrtx_svd", in, o.shapes, o.dtypes, [=, &f](const Arrays& ins, Arrays& outs) {
-      by_type(t, [&](auto tag) { run_svd<decltype(tag)>(f, ins, outs, m, n, full, uv); });
-    });
-  };
+  return lapack_kernel(ctx, "pjrtx_svd",
+                       [=](auto tag, const lp::Functions& f, const Arrays& ins, Arrays& outs) {
+                         run_svd<decltype(tag)>(f, ins, outs, m, n, full, uv);
+                       });
 }
 
 Kernel lower_schur_lapack(LowerCtx& ctx, bool vectors) {
   const int n = static_cast<int>(ctx.in(0).shape.back());
   check_lapack_size(ctx, "schur", n, n);
-  const compiler::DType t = ctx.in(0).dtype;
-  const OutTypes o = out_types(ctx);
-  const lp::Functions& f = lp::functions();
-  return [=, &f](RunState&, const Arrays& in) {
-    return host_kernel("pjrtx_schur", in, o.shapes, o.dtypes, [=, &f](const Arrays& ins, Arrays& outs) {
-      by_type(t, [&](auto tag) { run_schur<decltype(tag)>(f, ins, outs, n, vectors); });
-    });
-  };
+  return lapack_kernel(ctx, "pjrtx_schur",
+                       [=](auto tag, const lp::Functions& f, const Arrays& ins, Arrays& outs) {
+                         run_schur<decltype(tag)>(f, ins, outs, n, vectors);
+                       });
 }
 
 Kernel lower_eig_lapack(LowerCtx& ctx, bool left, bool right) {
   const int n = static_cast<int>(ctx.in(0).shape.back());
   check_lapack_size(ctx, "eig", n, n);
-  const compiler::DType t = ctx.in(0).dtype;
-  const OutTypes o = out_types(ctx);
-  const lp::Functions& f = lp::functions();
-  return [=, &f](RunState&, const Arrays& in) {
-    return host_kernel("pjrtx_eig", in, o.shapes, o.dtypes, [=, &f](const Arrays& ins, Arrays& outs) {
-      by_type(t, [&](auto tag) { run_eig<decltype(tag)>(f, ins, outs, n, left, right); });
-    });
-  };
+  return lapack_kernel(ctx, "pjrtx_eig",
+                       [=](auto tag, const lp::Functions& f, const Arrays& ins, Arrays& outs) {
+                         run_eig<decltype(tag)>(f, ins, outs, n, left, right);
+                       });
 }
 
 }  // namespace pjrtx::backend::ops
