@@ -97,7 +97,7 @@ LoopSource Emitter::run(const Instruction& loop) {
     if (std::string lit = splat_of(v); !lit.empty() && count(v) > 0) {
       std::string n = fresh("init");
       line(buf_type(v) + " " + n + ";");
-      line("for (long k = 0; k < " + n_of(v) + "; ++k) " + n + ".d[k] = " + lit + ";");
+      line(each(v) + n + ".d[k] = " + lit + ";");
       ops.push_back(n);
       init_move.push_back(true);
       src.operand_in_code.push_back(true);
@@ -276,7 +276,10 @@ void Emitter::loops(const Shape& shape, const std::function<void(const std::vect
   for (size_t d = 0; d < shape.size(); ++d) {
     std::string i = fresh("i");
     iv.push_back(i);
-    line("for (long " + i + " = 0; " + i + " < " + std::to_string(shape[d]) + "L; ++" + i + ") {");
+    if (shape[d] == 1)
+      line("{ constexpr long " + i + " = 0;");  // as each(): no loop over one index
+    else
+      line("for (long " + i + " = 0; " + i + " < " + std::to_string(shape[d]) + "L; ++" + i + ") {");
     ++indent_;
     ++opened;
   }

@@ -20,7 +20,7 @@ void Emitter::emit_pad(const Instruction& inst) {
   auto interior = inst.attr_ints("interior_padding");
   auto ost = strides_of(os);
   std::string r = decl(inst.results[0]);
-  line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + name(inst.operands[1]) + ".d[0];");
+  line(each(inst.results[0]) + r + ".d[k] = " + name(inst.operands[1]) + ".d[0];");
   loops(is, [&](const std::vector<std::string>& iv) {
     std::string cond, dst;
     for (size_t j = 0; j < is.size(); ++j) {
@@ -102,7 +102,7 @@ void Emitter::emit_reduce(const Instruction& inst) {
   std::vector<std::string> res;
   for (size_t j = 0; j < n; ++j) {
     res.push_back(decl(inst.results[j]));
-    line("for (long k = 0; k < " + n_of(inst.results[j]) + "; ++k) " + res[j] + ".d[k] = " +
+    line(each(inst.results[j]) + res[j] + ".d[k] = " +
          name(inst.operands[n + j]) + ".d[0];");
   }
   loops(is, [&](const std::vector<std::string>& iv) {

@@ -35,12 +35,12 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
   const std::string T = inst.results.empty() ? "" : elem(inst.results[0]);
   auto unary = [&](const std::string& f) {
     std::string r = decl(inst.results[0]);
-    line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + f + "(" +
+    line(each(inst.results[0]) + r + ".d[k] = " + f + "(" +
          el(0, "k") + ");");
   };
   auto binary = [&](const std::string& f) {
     std::string r = decl(inst.results[0]);
-    line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + f + "<" + T +
+    line(each(inst.results[0]) + r + ".d[k] = " + f + "<" + T +
          ">(" + el(0, "k") + ", " + el(1, "k") + ");");
   };
   const bool flt = !T.empty() && (T == "float" || T == "double");
@@ -111,13 +111,13 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
     case Opcode::round_nearest_afz: return float_only("h_afz");
     case Opcode::is_finite: {
       std::string r = decl(inst.results[0]);
-      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = h_isfinite(" +
+      line(each(inst.results[0]) + r + ".d[k] = h_isfinite(" +
            el(0, "k") + ");");
       return;
     }
     case Opcode::convert: {
       std::string r = decl(inst.results[0]);
-      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = cv<" + T + ", " +
+      line(each(inst.results[0]) + r + ".d[k] = cv<" + T + ", " +
            elem(inst.operands[0]) + ">(" + el(0, "k") + ");");
       return;
     }
@@ -138,7 +138,7 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
       }
       if (compiler::dtype_size(from.dtype) != compiler::dtype_size(to.dtype)) unsupported(inst, "sizes");
       std::string r = decl(inst.results[0]);
-      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = bitcast<" + T + ", " +
+      line(each(inst.results[0]) + r + ".d[k] = bitcast<" + T + ", " +
            elem(inst.operands[0]) + ">(" + el(0, "k") + ");");
       return;
     }
@@ -146,19 +146,19 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
     case Opcode::real: case Opcode::imag: {
       if (!compiler::is_complex(type(inst.operands[0]).dtype)) unsupported(inst, "of a real operand");
       std::string r = decl(inst.results[0]);
-      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + el(0, "k") +
+      line(each(inst.results[0]) + r + ".d[k] = " + el(0, "k") +
            (inst.op == Opcode::real ? ".re;" : ".im;"));
       return;
     }
     case Opcode::complex: {
       std::string r = decl(inst.results[0]);
-      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + T + "{" + el(0, "k") +
+      line(each(inst.results[0]) + r + ".d[k] = " + T + "{" + el(0, "k") +
            ", " + el(1, "k") + "};");
       return;
     }
     case Opcode::select: {
       std::string r = decl(inst.results[0]);
-      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + el(0, "k") +
+      line(each(inst.results[0]) + r + ".d[k] = " + el(0, "k") +
            " ? " + el(1, "k") + " : " + el(2, "k") + ";");
       return;
     }
@@ -166,13 +166,13 @@ void Emitter::emit(const Instruction& inst, const std::vector<bool>& consume) {
       // One rounding, XLA:CPU's contraction (fma_contract.h).
       if (!flt) unsupported(inst, "on " + type(inst.results[0]).str());
       std::string r = decl(inst.results[0]);
-      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = m_fma(" +
+      line(each(inst.results[0]) + r + ".d[k] = m_fma(" +
            el(0, "k") + ", " + el(1, "k") + ", " + el(2, "k") + ");");
       return;
     }
     case Opcode::clamp: {
       std::string r = decl(inst.results[0]);
-      line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = h_min<" + T +
+      line(each(inst.results[0]) + r + ".d[k] = h_min<" + T +
            ">(h_max<" + T + ">(" + el(1, "k") + ", " + el(0, "k") + "), " + el(2, "k") + ");");
       return;
     }
@@ -398,7 +398,7 @@ void Emitter::emit_compare(const Instruction& inst, const El& el) {
     a = "h_tot(" + a + ")";
     b = "h_tot(" + b + ")";
   }
-  line("for (long k = 0; k < " + n_of(inst.results[0]) + "; ++k) " + r + ".d[k] = " + a + " " + op + " " + b + ";");
+  line(each(inst.results[0]) + r + ".d[k] = " + a + " " + op + " " + b + ";");
 }
 
 void Emitter::emit_constant(const Instruction& inst) {
@@ -411,7 +411,7 @@ void Emitter::emit_constant(const Instruction& inst) {
     std::string r = decl(v);
     if (n > 0) {
       if (dd.bytes.size() < static_cast<size_t>(es)) unsupported(inst, "constant bytes");
-      line("for (long k = 0; k < " + n_of(v) + "; ++k) " + r + ".d[k] = " + literal(t, dd.bytes.data()) + ";");
+      line(each(v) + r + ".d[k] = " + literal(t, dd.bytes.data()) + ";");
     }
     return;
   }

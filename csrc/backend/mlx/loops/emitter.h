@@ -184,6 +184,13 @@ class Emitter {
   std::string elem(ValueId v) const { return ctype(type(v).dtype); }
   int64_t count(ValueId v) const { return type(v).num_elements(); }
   std::string n_of(ValueId v) const { return std::to_string(count(v)) + "L"; }
+  // The head of an element-wise statement over v's elements, index k. One
+  // element needs no loop: `if (constexpr long k = 0; true)` gives GCC a
+  // loop fewer to build and unroll (a latency-bound body is mostly scalars;
+  // issue 36's `ode`: 12 of cc1plus's 72 ms CPU).
+  std::string each(ValueId v) const {
+    return count(v) == 1 ? "if (constexpr long k = 0; true) " : "for (long k = 0; k < " + n_of(v) + "; ++k) ";
+  }
   // V<T, N> for values up to 256 bytes, else B<T, N>.
   std::string buf_type(ValueId v) const;
 
