@@ -122,8 +122,23 @@ template <class R, class S> void copy_into(R& r, const S& s, long n) {
   if (n) __builtin_memcpy(r.d, s.d, sizeof(r.d[0]) * n);
 }
 
+// Float literals by their bits. Where the compiler has __builtin_bit_cast
+// (GCC 11, Clang 9) they are constant expressions, so a constant array in a
+// loop (`static const float cst[] = {F(...), ...}`) is data, not a guarded
+// first-run initialisation that needs the C++ runtime (cxx_build.cc links
+// plain code without it).
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_bit_cast)
+#define PJRTX_BIT_CAST 1
+#endif
+#endif
+#ifdef PJRTX_BIT_CAST
+constexpr float F(uint32_t u) { return __builtin_bit_cast(float, u); }
+constexpr double D(uint64_t u) { return __builtin_bit_cast(double, u); }
+#else
 inline float F(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
 inline double D(uint64_t u) { double f; __builtin_memcpy(&f, &u, 8); return f; }
+#endif
 
 template <class T> constexpr bool is_f = same_t<T, float>::v || same_t<T, double>::v;
 template <class T> constexpr bool is_b = same_t<T, bool>::v;
