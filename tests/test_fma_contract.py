@@ -270,6 +270,89 @@ def test_a_sum_halfway_between_two_floats_rounds_as_one_fma(compile_tier):
             assert np.array_equal(got[0], want), (compile_tier, got[0][:2], want[:2])
 
 
+def _fma32(a, b, c):
+    """float32 fma through float64: a*b is exact there, and the sum rounds
+    to float64 then float32 (a double rounding, off only on ties of
+    probability ~2^-29 per element, which these checks would show)."""
+    return (np.float64(a) * np.float64(b) + np.float64(c)).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(), (64,), (5000,)], ids=lambda s: "x".join(map(str, s)) or "scalar")
+def test_constant_scalings_fold_as_xla_does(shape):
+    # XLA's simplifier rewrites (x * c1) * c2 into x * (c1 * c2), the
+    # constants multiplied at compile time (constant_products.h), whatever
+    # the operand order, also in chains, and past the 4,096 elements where
+    # pjrtx stops contracting multiply-adds (this is not a contraction).
+    c1, c2, c3 = np.float32(0.1), np.float32(0.3), np.float32(-3.7)
+    x = (np.random.default_rng(2).standard_normal(shape) * 3).astype(np.float32)
+    forms = {
+        "(c1 x) c2": lambda v: (c1 * v) * c2,
+        "c2 (v c1)": lambda v: c2 * (v * c1),
+        "((v c1) c2) c3": lambda v: ((v * c1) * c2) * c3,
+        "(v c1) c2 + v": lambda v: (v * c1) * c2 + v,
+        "-(c1 v) * c2": lambda v: (-(c1 * v)) * c2,
+    }
+    if x.size > 4096:
+        del forms["(v c1) c2 + v"]  # a multiply-add: over 4,096 elements pjrtx rounds it twice
+    differs = 0
+    for name, f in forms.items():
+        want = run(jax.devices("cpu")[0], f, [x], times=1)[0][0]
+        for got in run(jax.devices("pjrtx")[0], f, [x]):
+            assert same_bits(got[0], want), (name, got[0].ravel()[:3], want.ravel()[:3])
+        differs += int(np.sum(np.asarray(f(x), np.float32) != want))  # NumPy: the program's order
+    assert differs > 0 or shape == (), "no value told the two orders apart: the test cannot fail"
+
+
+@pytest.mark.parametrize("shape", [(), (64,)], ids=lambda s: "x".join(map(str, s)) or "scalar")
+def test_a_product_by_a_negative_constant_is_fused_as_xla_does(shape):
+    # LLVM turns (x * -A) + (y * B) into (y * B) - (x * A) before it
+    # fuses, so XLA:CPU fuses the right product there and the left one in
+    # the other sign patterns (fma_contract.cc, contract()).
+    A, B = np.float32(0.48), np.float32(0.52)
+    rng = np.random.default_rng(3)
+    x, y = ((rng.standard_normal((60,) + shape) * 5).astype(np.float32) for _ in range(2))  # <= 4,096 elements
+    forms = {
+        "x*-A + y*B": lambda u, v: u * -A + v * B,
+        "x*A + y*-B": lambda u, v: u * A + v * -B,
+        "x*-A + y*-B": lambda u, v: u * -A + v * -B,
+        "x*-A - y*B": lambda u, v: u * -A - v * B,
+        "x*A - y*-B": lambda u, v: u * A - v * -B,
+    }
+    for name, f in forms.items():
+        g = jax.vmap(f)
+        want = run(jax.devices("cpu")[0], g, [x, y], times=1)[0][0]
+        for got in run(jax.devices("pjrtx")[0], g, [x, y]):
+            assert same_bits(got[0], want), (name, got[0].ravel()[:3], want.ravel()[:3])
+    # The first form's right product is the fused one on XLA:CPU; fusing
+    # the left one would differ (the test can fail).
+    want = run(jax.devices("cpu")[0], jax.vmap(forms["x*-A + y*B"]), [x, y], times=1)[0][0]
+    assert np.array_equal(want, _fma32(y, B, x * -A))
+    assert not np.array_equal(want, _fma32(x, -A, y * B))
+
+
+def test_lbfgs_on_matyas_converges_as_on_xla():
+    # Upstream's scipy_optimize_test TestLBFGS::test_minimize3: JAX's L-BFGS
+    # on 0.26 (x^2 + y^2) - 0.48 x y from (6, 6), whose gradient scales
+    # twice by constants and adds two products. Before XLA's constant
+    # folding and its choice of product were modelled, the line search
+    # stopped (status 4) at x ~ 2e-5 where XLA:CPU converges (status 0).
+    def matyas(p):  # as upstream writes it
+        x, y = p
+        return 0.26 * (x ** 2 + y ** 2) - 0.48 * x * y
+
+    def solve(x0):
+        r = jax.scipy.optimize.minimize(matyas, x0, method="l-bfgs-experimental-do-not-rely-on-this",
+                                        options=dict(maxiter=None, gtol=1e-7))
+        return r.x, r.status
+
+    import jax.scipy.optimize  # noqa: F401
+    x0 = np.full(2, 6.0, np.float32)
+    (want_x, want_status), = run(jax.devices("cpu")[0], solve, [x0], times=1)
+    assert want_status == 0
+    for got_x, got_status in run(jax.devices("pjrtx")[0], solve, [x0]):
+        assert got_status == want_status and same_bits(got_x, want_x), (got_x, got_status, want_x)
+
+
 def main(argv):
     many = int(argv[argv.index("--many") + 1]) if "--many" in argv else 200
     start = 1000

@@ -1,11 +1,13 @@
 #include "backend/mlx/fma_contract.h"
 
 #include <algorithm>
+#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <tuple>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace pjrtx::backend {
@@ -318,7 +320,10 @@ constexpr int64_t kMaxFusedElements = 4096;
 class Contractor {
  public:
   explicit Contractor(Plan& plan) : plan_(plan), uses_(plan.values.size(), 0) {
-    for (const compiler::Function& f : plan.functions) count_uses(f.body);
+    for (const compiler::Function& f : plan.functions) {
+      count_uses(f.body);
+      find_negative_constants(f.body);
+    }
     remaining_ = uses_;
   }
 
@@ -444,7 +449,16 @@ class Contractor {
     // y's sign is in `sub` now; x stays negated only in (-a) - b.
     size_t mul = npos;
     bool first = false;
-    if (!x.negated && (mul = product(defs, x)) != npos) {
+    // LLVM's DAG combiner rewrites (x * -C) + y, C a constant, into
+    // y - (x * C) before it fuses (negating a negative constant is
+    // "cheaper"; it looks at the right operand first): where both sides are
+    // products and only the left has a negative constant, the right one is
+    // fused. Measured on XLA:CPU, 20,000 random f32 pairs each:
+    // x*-A + y*B fuses y*B in all; x*A + y*-B, x*-A + y*-B, x*-A - y*B
+    // and x*A - y*-B fuse the left product in all.
+    const bool right_first = !sub && !x.negated && negative_scaled(defs, x) && !negative_scaled(defs, y) &&
+                             product(defs, y) != npos;
+    if (!right_first && !x.negated && (mul = product(defs, x)) != npos) {
       first = true;
     } else if ((mul = product(defs, y)) != npos) {
       first = false;
@@ -489,6 +503,32 @@ class Contractor {
     return true;
   }
 
+  // f32 constants below zero: splat constants and their broadcasts and
+  // reshapes, anywhere in the plan (a region reads its enclosing ones).
+  void find_negative_constants(const Region& r) {
+    for (const Instruction& inst : r.body) {
+      for (const Region& sub : inst.regions) find_negative_constants(sub);
+      if (inst.results.size() != 1 || plan_.values[inst.results[0]].dtype != DType::kF32) continue;
+      if (inst.op == Opcode::constant) {
+        const compiler::DenseData& d = inst.attr_dense("value");
+        if ((d.splat || plan_.values[inst.results[0]].num_elements() == 1) && d.bytes.size() >= 4) {
+          float v;
+          std::memcpy(&v, d.bytes.data(), 4);
+          if (v < 0) negative_.insert(inst.results[0]);
+        }
+      } else if ((inst.op == Opcode::broadcast_in_dim || inst.op == Opcode::reshape) &&
+                 negative_.count(inst.operands[0])) {
+        negative_.insert(inst.results[0]);
+      }
+    }
+  }
+
+  // Whether t is a product LLVM could fuse with a negative constant factor.
+  bool negative_scaled(const std::unordered_map<ValueId, size_t>& defs, const Term& t) const {
+    const size_t m = product(defs, t);
+    return m != npos && (negative_.count(body_[m].operands[0]) || negative_.count(body_[m].operands[1]));
+  }
+
   void count_uses(const Region& r) {
     for (const Instruction& inst : r.body) {
       for (ValueId v : inst.operands) ++uses_[v];
@@ -519,6 +559,7 @@ class Contractor {
   }
 
   Plan& plan_;
+  std::unordered_set<ValueId> negative_;  // find_negative_constants
   std::vector<int64_t> uses_;
   std::vector<Instruction> body_;  // the region being rewritten
   std::vector<bool> dropped_;      // per body_ entry: left out of the new body

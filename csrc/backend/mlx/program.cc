@@ -9,6 +9,7 @@
 #include "backend/mlx/complex128.h"
 #include "backend/mlx/dtype.h"
 #include "backend/mlx/f64_scope.h"
+#include "backend/mlx/constant_products.h"
 #include "backend/mlx/fma_contract.h"
 #include "backend/mlx/host_callback.h"
 #include "backend/mlx/host/host_small.h"
@@ -528,6 +529,8 @@ std::shared_ptr<Program> Program::lower(std::shared_ptr<const compiler::Plan> pl
                                         const LowerOptions& options) {
   auto p = std::make_shared<Program>();
   p->plan_ = widen_small_floats(std::move(plan));
+  // (A * C1) * C2 as A * (C1 * C2), as XLA's simplifier (constant_products.h).
+  p->plan_ = fold_constant_products(std::move(p->plan_));
   // float32 multiply-adds round once, as XLA:CPU's do (fma_contract.h). The
   // MLX lowering computes them through float64, which a GPU stream lacks.
   if (!options.gpu && !options.f64_error && host_has_fma())
