@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/mlx/plan_rewrite.h"
 #include "compiler/dense_pool.h"
 
 namespace pjrtx::backend {
@@ -152,13 +153,11 @@ class Folder {
 }  // namespace
 
 std::shared_ptr<const Plan> fold_constant_products(std::shared_ptr<const Plan> plan) {
-  bool any = false;
-  for (const auto& t : plan->values) any = any || wide_real(t.dtype);
-  if (!any) return plan;
-  auto copy = std::make_shared<Plan>(*plan);
-  Folder f(*copy);
-  for (compiler::Function& fn : copy->functions) f.rewrite(fn.body);
-  return f.changed() ? std::shared_ptr<const Plan>(copy) : plan;
+  return rewrite_plan(std::move(plan), wide_real, [](Plan& copy) {
+    Folder f(copy);
+    for (compiler::Function& fn : copy.functions) f.rewrite(fn.body);
+    return f.changed();
+  });
 }
 
 }  // namespace pjrtx::backend

@@ -10,6 +10,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/mlx/plan_rewrite.h"
+
 namespace pjrtx::backend {
 
 using compiler::DType;
@@ -572,13 +574,13 @@ class Contractor {
 }  // namespace
 
 std::shared_ptr<const Plan> contract_multiply_add(std::shared_ptr<const Plan> plan) {
-  bool any = false;
-  for (const auto& t : plan->values) any = any || t.dtype == DType::kF32;
-  if (!any) return plan;
-  auto copy = std::make_shared<Plan>(*plan);
-  Contractor c(*copy);
-  for (compiler::Function& f : copy->functions) c.rewrite(f.body);
-  return c.changed() ? std::shared_ptr<const Plan>(copy) : plan;
+  return rewrite_plan(
+      std::move(plan), [](DType t) { return t == DType::kF32; },
+      [](Plan& copy) {
+        Contractor c(copy);
+        for (compiler::Function& f : copy.functions) c.rewrite(f.body);
+        return c.changed();
+      });
 }
 
 }  // namespace pjrtx::backend

@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "backend/mlx/plan_rewrite.h"
+
 namespace pjrtx::backend {
 
 using compiler::DType;
@@ -185,13 +187,11 @@ class Widener {
 }  // namespace
 
 std::shared_ptr<const Plan> widen_small_floats(std::shared_ptr<const Plan> plan) {
-  bool any = false;
-  for (const auto& t : plan->values) any = any || compiler::is_small_float(t.dtype);
-  if (!any) return plan;
-  auto copy = std::make_shared<Plan>(*plan);
-  Widener w(*copy);
-  for (compiler::Function& f : copy->functions) w.rewrite(f.body);
-  return copy;
+  return rewrite_plan(std::move(plan), compiler::is_small_float, [](Plan& copy) {
+    Widener w(copy);
+    for (compiler::Function& f : copy.functions) w.rewrite(f.body);
+    return true;
+  });
 }
 
 }  // namespace pjrtx::backend
