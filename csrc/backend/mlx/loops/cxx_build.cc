@@ -67,8 +67,8 @@ std::string compiler() {
 // through memory; unrolled, they stay in registers (the bench's loop body,
 // x * 0.999 + 0.001 over f32[16], 1,000 steps: 10.5 us at -O2, 2.8 us at
 // -O3, measured on the emitted source; the NumPyro NUTS body builds no
-// slower, ~3 s either way). The prelude's precompiled header is built with
-// exactly these flags, or the compiler would not use it.
+// slower, ~3 s either way). A precompiled prelude (the linalg kernels') is
+// built with exactly these flags, or the compiler would not use it.
 const char* kFlags = "-O3 -pipe -std=c++17 -fPIC -ffp-contract=off -fno-fast-math -w";
 
 // GCC only: fewer alias queries per load and store in value numbering and

@@ -32,8 +32,9 @@ struct BuiltLoop {
   std::string error;       // why fn is null
 };
 
-// `code` compiled after `prelude` (loops/cxx_prelude.h), which is kept in
-// the cache as a precompiled header. Never throws: a missing or failing
+// `code` compiled after `prelude` (loops/cxx_prelude.h): written into the
+// source, or, where the prelude includes system headers (the linalg
+// kernels'), kept in the cache as a precompiled header. Never throws: a missing or failing
 // compiler is reported in `error`.
 BuiltLoop build_loop(const std::string& prelude, const std::string& code, const std::string& symbol);
 

@@ -123,8 +123,9 @@ int call_callback(void* self, long k, const void* const* args, void* const* resu
 
 // What a loop is built after: the prelude, then, for loops that factor or
 // solve, the linalg kernels the op family's host kernels run
-// (host/linalg_kernels.h). Each of the two is precompiled once per machine
-// (cxx_build.h); a build still loads it, so the common one stays small.
+// (host/linalg_kernels.h). The first goes into each source as text; the
+// second includes system headers and is precompiled once per machine
+// (cxx_build.h).
 const std::string& loop_prelude(bool linalg) {
   static const std::string* base = new std::string(kCxxPrelude);
   static const std::string* with_linalg = new std::string(std::string(kCxxPrelude) + kLinalgKernelsText);

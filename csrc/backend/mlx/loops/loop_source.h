@@ -22,8 +22,8 @@ struct LoopCallback {
 };
 
 struct LoopSource {
-  // Compiled after kCxxPrelude (and the linalg kernels' text, below),
-  // which build_loop precompiles once.
+  // Compiled after kCxxPrelude (and the linalg kernels' text, below,
+  // which build_loop precompiles once).
   std::string code;
   std::string symbol;
   // Values the loop's regions read from the enclosing function, passed
@@ -37,8 +37,8 @@ struct LoopSource {
   std::vector<LoopCallback> callbacks;
   // The code calls host/linalg_kernels.h (cholesky, triangular_solve): it
   // is built after that header's text too. Other loops' prelude leaves it
-  // out (its <complex> and <vector> double the precompiled header that
-  // every build loads: 39 MB against 19).
+  // out: its <complex> and <vector> are what a build would parse, and it
+  // is the one prelude kept precompiled.
   bool linalg = false;
   // Per-iteration work of the condition and body: elements their ops write,
   // plus multiply-adds of dots and comparisons of sorts (placement.h).
