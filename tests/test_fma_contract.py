@@ -330,6 +330,23 @@ def test_a_product_by_a_negative_constant_is_fused_as_xla_does(shape):
     assert not np.array_equal(want, _fma32(x, -A, y * B))
 
 
+def test_constant_scalings_in_loops_under_vmap_and_grad():
+    # Upstream's custom_api_test test_sinc_constant_function_batching: the
+    # gradient of a vmapped lax.map of sinc scales by constants inside the
+    # loop body, where the pass adds constants of the body's shapes (an
+    # early version read a shape after the plan's value table had grown,
+    # and the loop asked for memory it could not have).
+    batch = np.arange(15.0, dtype=np.float32).reshape(5, 3)
+
+    def g(param):
+        return jax.vmap(lambda x: lax.map(jnp.sinc, x))(param * batch).sum()
+
+    p = np.float32(0.1)
+    want = run(jax.devices("cpu")[0], jax.grad(g), [p], times=1)[0][0]
+    for got in run(jax.devices("pjrtx")[0], jax.grad(g), [p]):
+        np.testing.assert_allclose(got[0], want, rtol=1e-5)
+
+
 def test_lbfgs_on_matyas_converges_as_on_xla():
     # Upstream's scipy_optimize_test TestLBFGS::test_minimize3: JAX's L-BFGS
     # on 0.26 (x^2 + y^2) - 0.48 x y from (6, 6), whose gradient scales

@@ -101,8 +101,9 @@ class Folder {
   static double round(DType t, double v) { return t == DType::kF32 ? static_cast<double>(static_cast<float>(v)) : v; }
 
   // A new constant `value` of `type` (a scalar, broadcast where `type` has
-  // a shape), appended to `out`.
-  ValueId splat_value(DType t, double value, const TensorType& type, const std::string& loc,
+  // a shape), appended to `out`. `type` by value: new values grow
+  // plan_.values, which a reference into it would not survive.
+  ValueId splat_value(DType t, double value, TensorType type, const std::string& loc,
                       std::vector<Instruction>* out) {
     TensorType scalar{t, {}};
     uint8_t bytes[8];
