@@ -226,6 +226,86 @@ def test_sort_argmax_and_matvec_in_a_loop():
     check(f, m, v, rtol=1e-5, atol=1e-6)
 
 
+def _nearest(q, dtype):
+    """The rational q rounded once to dtype, to nearest, ties to even."""
+    from fractions import Fraction
+    c = np.array(float(q), dtype=dtype)  # within an ulp of q
+    best = None
+    for v in (np.nextafter(c, dtype(-np.inf)), c, np.nextafter(c, dtype(np.inf))):
+        d = abs(Fraction(float(v)) - q)
+        if best is None or d < best[0] or (d == best[0] and int(v.view(f"u{v.itemsize}")) % 2 == 0):
+            best = (d, v)
+    return best[1]
+
+
+def _fma_chain_dot(a, b):
+    """a @ b (2-D) as acc = fma(a[i, t], b[t, j], acc) for t in order:
+    every step rounded once, exactly (fractions)."""
+    from fractions import Fraction
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            acc = a.dtype.type(0)
+            for t in range(a.shape[1]):
+                acc = _nearest(Fraction(float(acc)) + Fraction(float(a[i, t])) * Fraction(float(b[t, j])), a.dtype.type)
+            out[i, j] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("form", ["matmul", "matvec", "transposed_lhs", "batched"])
+def test_a_dot_in_a_loop_adds_each_product_with_one_fma_in_order(form, dtype):
+    # The engine's dot is acc = fma(a, b, acc) over the contracted index in
+    # order (cxx_prelude.h, h_dot_step): the rounding of XLA:CPU's dots in
+    # loops on most small shapes and of MLX's CPU matmul, so a scan over a
+    # matmul gives the same bits as the matmul outside it (flax's bridge
+    # test_transforms asks exactly that). The order is asserted exactly
+    # against a reference rounded once per step; XLA:CPU's dot emitter picks
+    # its order by shape and CPU, so against XLA the bound is two sums'
+    # rounding, 2 k u sum|a b|.
+    rng = np.random.default_rng(5)
+    dt = np.dtype(dtype)
+    steps, m, k, n = 3, 4, 32, 32
+    if form == "matmul":  # flax's case: (4, 32) @ (32, 32)
+        a, b = rng.standard_normal((steps, m, k)), rng.standard_normal((steps, k, n))
+        dot = jnp.matmul
+        as2d = lambda x, y: [(x, y)]  # noqa: E731
+    elif form == "matvec":
+        a, b = rng.standard_normal((steps, 6, 9)), rng.standard_normal((steps, 9))
+        dot = jnp.matmul
+        as2d = lambda x, y: [(x, y[:, None])]  # noqa: E731
+    elif form == "transposed_lhs":  # contracting dimension 0 of both
+        a, b = rng.standard_normal((steps, 7, 3)), rng.standard_normal((steps, 7, 5))
+        dot = lambda x, y: lax.dot_general(x, y, (((0,), (0,)), ((), ())))  # noqa: E731
+        as2d = lambda x, y: [(x.T, y)]  # noqa: E731
+    else:  # a batch dimension
+        a, b = rng.standard_normal((steps, 2, 3, 11)), rng.standard_normal((steps, 2, 11, 4))
+        dot = lambda x, y: jnp.einsum("bij,bjk->bik", x, y)  # noqa: E731
+        as2d = lambda x, y: list(zip(x, y))  # noqa: E731
+    a, b = a.astype(dt), b.astype(dt)
+
+    def f(a, b):
+        return lax.scan(lambda c, ab: (c, dot(*ab)), 0, (a, b))[1]
+
+    with jax.enable_x64(dtype == "float64"):
+        want = _run(jax.devices("cpu")[0], f, (a, b))[0][0]
+        with _env(PJRTX_LOOPS="host"):
+            runs = _run(jax.devices("pjrtx")[0], _fresh(f), (a, b))
+    got = runs[0][0]
+    assert all(np.array_equal(r[0], got) for r in runs)
+    assert got.dtype == dt and got.shape == want.shape
+    ref = np.stack([np.concatenate([_fma_chain_dot(x, y) for x, y in as2d(a[s], b[s])]).reshape(got.shape[1:])
+                    for s in range(steps)])
+    assert np.array_equal(got, ref), f"{form} {dtype}: {np.sum(got != ref)} of {got.size} differ from the FMA chain"
+    # Against XLA:CPU: each side is within k u sum|a b| of the exact sum.
+    absdot = np.stack([np.concatenate([np.abs(x).astype(np.float64) @ np.abs(y).astype(np.float64)
+                                       for x, y in as2d(a[s], b[s])]).reshape(got.shape[1:])
+                       for s in range(steps)])
+    kk = {"matmul": k, "matvec": 9, "transposed_lhs": 7, "batched": 11}[form]
+    u = np.finfo(dt).eps / 2
+    assert np.all(np.abs(got.astype(np.float64) - want) <= 2 * kk * u * absdot), form
+
+
 # ---------------------------------------------------------------- semantics at the edges
 
 def test_integer_edges_in_a_loop():

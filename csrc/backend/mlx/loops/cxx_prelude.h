@@ -186,6 +186,14 @@ template <class T> inline T h_mul(T a, T b) {
   else if constexpr (is_b<T>) return a && b;
   else return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
+// One step of a dot's sum, in the contracted index's order: a float
+// product goes into the accumulator with one FMA (acc = fma(a, b, acc)), as
+// XLA:CPU's loop-emitted dots and MLX's CPU matmul round small products
+// (emit_dot in emit_cxx_arrays.cc has the measurements).
+template <class T> inline T h_dot_step(T acc, T a, T b) {
+  if constexpr (is_f<T>) return m_fma(a, b, acc);
+  else return h_add(acc, h_mul(a, b));
+}
 // x / 0 is all ones and x % 0 is x; MIN / -1 is MIN and MIN % -1 is 0.
 template <class T> inline T h_div(T a, T b) {
   if constexpr (is_f<T>) return a / b;

@@ -83,9 +83,9 @@ void Emitter::emit_dot(const Instruction& inst) {
         l2.push_back({kv[j], lst[lc[j]]});
         r2.push_back({kv[j], rst[rc[j]]});
       }
-      line(acc + " = h_add<" + T + ">(" + acc + ", h_mul<" + T + ">(cv<" + T + ", " + elem(inst.operands[0]) +
-           ">(" + name(inst.operands[0]) + ".d[" + affine(0, l2) + "]), cv<" + T + ", " + elem(inst.operands[1]) +
-           ">(" + name(inst.operands[1]) + ".d[" + affine(0, r2) + "])));");
+      line(acc + " = h_dot_step<" + T + ">(" + acc + ", cv<" + T + ", " + elem(inst.operands[0]) + ">(" +
+           name(inst.operands[0]) + ".d[" + affine(0, l2) + "]), cv<" + T + ", " + elem(inst.operands[1]) +
+           ">(" + name(inst.operands[1]) + ".d[" + affine(0, r2) + "]));");
     });
     line(r + ".d[" + flat(os, iv) + "] = " + acc + ";");
   });
