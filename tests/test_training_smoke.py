@@ -26,6 +26,8 @@ ELSEWHERE = {
     "bench_first_call.py": ("tests/test_bench.py", "runs its newton row; it checks its answers"),
     "bench_collectives.py": (None, "timings only: pjrtx against mx.distributed across processes "
                              "(tests/test_multiprocess.py checks the values)"),
+    "loop_dot_rounding.py": (None, "a measurement of how often XLA:CPU's dot order is pjrtx's; "
+                             "tests/test_host_loops.py asserts pjrtx's order itself"),
 }
 
 
